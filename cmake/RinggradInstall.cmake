@@ -1,0 +1,70 @@
+# cmake/RinggradInstall.cmake: `cmake --install` rules, so another project can find_package(ringgrad).
+#
+# Installed layout (prefix/...):
+#   include/ringgrad/ringgrad.h                   the generated umbrella header: #include <ringgrad/ringgrad.h>
+#   include/ringgrad/core/..., kernels/*.h        the public headers, laid out as in the source tree,
+#                                                 since they include each other as "core/tensor.h"
+#   lib/libringgrad.a
+#   lib/cmake/ringgrad/ringgrad-config.cmake      find_package(ringgrad) reads this; it defines
+#                     ringgrad-config-version.cmake    the imported target ringgrad::ringgrad
+#                     ringgrad-targets*.cmake
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(RINGGRAD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ringgrad)
+set(RINGGRAD_INSTALL_HEADERDIR ${CMAKE_INSTALL_INCLUDEDIR}/ringgrad)
+
+install(TARGETS ringgrad EXPORT ringgrad-targets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# Public headers: everything under core/, and the backend interface in kernels/*.h. The headers
+# under kernels/cpu/ and kernels/cuda/ are private to the library (kernels/cuda/cuda_check.h needs
+# the CUDA toolkit's headers, which a user of a CUDA build need not have).
+file(GLOB_RECURSE RINGGRAD_PUBLIC_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/core/*.h)
+file(GLOB RINGGRAD_KERNEL_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/kernels/*.h)
+foreach(header IN LISTS RINGGRAD_PUBLIC_HEADERS RINGGRAD_KERNEL_HEADERS)
+  get_filename_component(header_dir ${header} DIRECTORY)
+  install(FILES ${header} DESTINATION ${RINGGRAD_INSTALL_HEADERDIR}/${header_dir})
+endforeach()
+install(FILES ${PROJECT_BINARY_DIR}/include/ringgrad/ringgrad.h DESTINATION ${RINGGRAD_INSTALL_HEADERDIR})
+
+# A sanitized static library calls into the sanitizer runtime, so whatever links it must link
+# that runtime too. (In the build tree add_link_options() already covers every target.)
+if(RINGGRAD_SANITIZE)
+  target_link_options(ringgrad INTERFACE $<INSTALL_INTERFACE:-fsanitize=${RINGGRAD_SANITIZE}>)
+endif()
+
+install(EXPORT ringgrad-targets
+  NAMESPACE ringgrad::
+  FILE ringgrad-targets.cmake
+  DESTINATION ${RINGGRAD_INSTALL_CMAKEDIR})
+
+# What ringgrad-config.cmake must find before it loads the targets. A static library carries its
+# PRIVATE link dependencies along as $<LINK_ONLY:...> (the final link needs them); a shared one
+# does not. Eigen never appears: it is header-only and linked as $<BUILD_INTERFACE:...>.
+get_target_property(RINGGRAD_LIBRARY_TYPE ringgrad TYPE)
+if(RINGGRAD_LIBRARY_TYPE STREQUAL "STATIC_LIBRARY")
+  set(RINGGRAD_CONFIG_STATIC ON)
+else()
+  set(RINGGRAD_CONFIG_STATIC OFF)
+endif()
+set(RINGGRAD_CONFIG_OPENMP ${OpenMP_CXX_FOUND})
+set(RINGGRAD_CONFIG_CUDA ${RINGGRAD_WITH_CUDA})
+
+configure_package_config_file(
+  ${PROJECT_SOURCE_DIR}/cmake/ringgrad-config.cmake.in
+  ${PROJECT_BINARY_DIR}/ringgrad-config.cmake
+  INSTALL_DESTINATION ${RINGGRAD_INSTALL_CMAKEDIR})
+# SameMajorVersion: find_package(ringgrad 0.1) accepts any installed 0.x from 0.1 on, never 1.x.
+write_basic_package_version_file(
+  ${PROJECT_BINARY_DIR}/ringgrad-config-version.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMajorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/ringgrad-config.cmake
+  ${PROJECT_BINARY_DIR}/ringgrad-config-version.cmake
+  DESTINATION ${RINGGRAD_INSTALL_CMAKEDIR})

@@ -1,0 +1,27 @@
+// core/autograd/engine.h: runs a backward pass over the graph recorded by the ops.
+//
+// The engine first counts, for every node reachable from the roots, how many edges lead into it
+// (its dependencies). A node is ready once all of them delivered their gradient; gradients arriving
+// at the same input are summed. Ready nodes run in reverse creation order. When the graph spans more
+// than one device, each node runs on its device's worker thread, so the backward passes of
+// DataParallel replicas proceed in parallel; the caller waits until everything is done.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ringgrad {
+
+// Computes gradients of `roots` (with the given gradients; undefined ones mean 1 for one-element
+// roots) and accumulates them into the leaves. `final_callbacks` run on the calling thread after the
+// whole graph is done, followed by any queued with queue_callback() during the pass.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads, bool retain_graph,
+                  const std::vector<std::function<void()>>& final_callbacks = {});
+
+// Called from a hook during backward: runs `callback` once the current backward has finished
+// (DDP waits for its last all-reduce there). Throws when no backward is running on this thread.
+void queue_callback(std::function<void()> callback);
+
+}  // namespace ringgrad

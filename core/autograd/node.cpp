@@ -1,0 +1,60 @@
+// core/autograd/node.cpp: node numbering, gradient edges, and AccumulateGrad.
+#include "core/autograd/node.h"
+
+#include <atomic>
+
+#include "core/autograd/grad_mode.h"
+#include "core/ops.h"
+
+namespace ringgrad {
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+AccumulateGrad::AccumulateGrad(Tensor leaf_tensor) : leaf(std::move(leaf_tensor)) {
+  device = leaf.device();
+  // Accumulation runs as soon as its gradient is complete: the largest number makes the engine pick
+  // it before anything else that is ready, so DDP's hooks fire as early as possible.
+  sequence_nr = UINT64_MAX;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
+  Tensor grad = grad_outputs[0];
+  if (!grad.defined()) return {};
+  AutogradMeta& meta = leaf.autograd_meta();
+  for (const TensorHook& hook : meta.hooks) {
+    Tensor replaced = hook(grad);
+    if (replaced.defined()) grad = replaced;
+  }
+  if (!meta.grad.defined()) {
+    // A copy, because the incoming tensor may be shared: add's backward hands the same tensor to both
+    // inputs, and two leaves' .grad must never alias. (PyTorch skips the copy when it can prove it
+    // holds the only reference; this costs one memcpy per parameter per backward.)
+    meta.grad = grad.detach().clone();
+  } else {
+    meta.grad = add(meta.grad, grad);  // out of place: a .grad someone still holds is never modified
+  }
+  for (const PostAccumulateHook& hook : meta.post_accumulate_hooks) hook(leaf);
+  return {};
+}
+
+bool needs_grad(const Tensor& a) { return GradMode::is_enabled() && a.requires_grad(); }
+bool needs_grad(const Tensor& a, const Tensor& b) {
+  return GradMode::is_enabled() && (a.requires_grad() || (b.defined() && b.requires_grad()));
+}
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), t.output_nr()};
+  return {t.grad_accumulator(), 0};
+}
+
+}  // namespace ringgrad

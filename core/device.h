@@ -1,0 +1,57 @@
+// core/device.h: where a tensor lives -- cpu:k or cuda:k -- and the worker thread behind each device.
+//
+// The CPU backend exposes K *logical* devices cpu:0 .. cpu:K-1 (K from RINGGRAD_CPU_DEVICES, default 1,
+// or set_cpu_device_count() before first use). Each owns one worker thread and copies between them are
+// real copies, so multi-device code (DataParallel, DDP) runs and is tested on one CPU -- the same trick
+// JAX uses with --xla_force_host_platform_device_count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <ostream>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace ringgrad {
+
+struct Device {
+  DeviceKind kind = DeviceKind::CPU;
+  int index = 0;
+
+  static Device cpu(int index = 0) { return {DeviceKind::CPU, index}; }
+  static Device cuda(int index = 0) { return {DeviceKind::CUDA, index}; }
+  // Parses "cpu", "cpu:1", "cuda", "cuda:3"; throws on anything else.
+  static Device parse(const std::string& text);
+
+  bool is_cpu() const { return kind == DeviceKind::CPU; }
+  bool is_cuda() const { return kind == DeviceKind::CUDA; }
+  std::string str() const;
+
+  friend bool operator==(Device a, Device b) { return a.kind == b.kind && a.index == b.index; }
+  friend bool operator!=(Device a, Device b) { return !(a == b); }
+  friend bool operator<(Device a, Device b) { return a.kind != b.kind ? a.kind < b.kind : a.index < b.index; }
+};
+
+inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
+
+// Number of logical CPU devices. Fixed at first use (read from RINGGRAD_CPU_DEVICES).
+int cpu_device_count();
+// Sets the logical CPU device count; only allowed before any device was used.
+void set_cpu_device_count(int count);
+
+// Throws unless `device` exists in this process (cpu:k with k < K; cuda:k needs the CUDA backend).
+void check_device(Device device, const char* op);
+
+// Runs `task` on the device's worker thread and returns a future for its completion; an exception
+// thrown by the task is rethrown by future.get(). Called from that worker itself, it runs inline.
+std::future<void> run_on(Device device, std::function<void()> task);
+
+// Queues `task` on the device's worker thread without waiting (the autograd engine's scheduler).
+void post_to(Device device, std::function<void()> task);
+
+// The device whose worker thread is running the caller; {CPU, -1} on any other thread.
+Device current_worker_device();
+
+}  // namespace ringgrad

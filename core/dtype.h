@@ -1,0 +1,48 @@
+// core/dtype.h: the element types a tensor can hold.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+
+namespace ringgrad {
+
+// float32 is the working type everywhere; float64 exists on CPU for gradient checks; int64 holds
+// labels and indices; uint8 raw data (images). bfloat16 is reserved for the CUDA tensor-core path
+// and is rejected by the CPU kernels.
+enum class DType : uint8_t { f32, f64, i64, u8, bf16 };
+
+inline int64_t dtype_size(DType dt) {
+  switch (dt) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+    case DType::bf16: return 2;
+  }
+  return 0;
+}
+
+// Names follow PyTorch ("float32"), so error messages read the same to its users.
+inline const char* dtype_name(DType dt) {
+  switch (dt) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+    case DType::bf16: return "bfloat16";
+  }
+  return "?";
+}
+
+inline bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
+
+inline std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }
+
+// Maps a C++ type to its DType, for typed accessors such as data<float>() and item<double>().
+template <typename T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
+template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8; };
+
+}  // namespace ringgrad

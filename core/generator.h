@@ -1,0 +1,31 @@
+// core/generator.h: a seedable, counter-based random number generator (Philox 4x32-10).
+//
+// A Generator is a (seed, offset) pair. Drawing n numbers hands out counters offset .. offset+n-1 and
+// advances the offset, so element i of a random tensor depends only on (seed, offset + i): the same
+// values come out on any backend and any number of threads, and saving (seed, offset) saves the state.
+#pragma once
+
+#include <cstdint>
+
+namespace ringgrad {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
+  // Reserves n counters and returns the first. Draws are thread-safe.
+  uint64_t reserve(uint64_t n);
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+// The process-wide generator used when no generator or seed is given.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace ringgrad

@@ -1,0 +1,98 @@
+// core/ops.h: every differentiable operation, as a free function.
+//
+// Each op checks its arguments, runs the kernel of the input's device and, when grad mode is on and
+// an input requires grad, records the node that computes its backward. Forward and backward of an op
+// live side by side in one file under core/ops/ (the file is named after each group below).
+//
+// Shapes: binary ops broadcast as NumPy and PyTorch do (sizes are aligned from the right; a size of 1
+// stretches). Dtypes must match (no silent promotion); devices must match.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace ringgrad {
+
+// --- binary.cpp: broadcasting arithmetic -----------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+// Shape that a and b broadcast to; throws naming `op` when they do not.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+// Sums a gradient of a broadcast shape back down to `shape` (the backward of broadcasting).
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+// --- unary.cpp: elementwise functions and scalar arithmetic -----------------------------------------
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor relu(const Tensor& x);
+enum class GeluApproximate { None, Tanh };  // None: exact, with erf
+Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor add(const Tensor& x, double s);
+Tensor mul(const Tensor& x, double s);
+Tensor rdiv(double s, const Tensor& x);  // s / x
+
+// --- reduce.cpp: reductions -----------------------------------------------------------------------
+Tensor sum(const Tensor& x);  // all elements -> 0-d tensor
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// Maximum over one dimension: values (differentiable; the gradient goes to the first maximum) and
+// the int64 indices of those maxima.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// --- matmul.cpp: matrix products --------------------------------------------------------------------
+// (M, K) @ (K, N), (B, M, K) @ (B, K, N), and (B, M, K) @ (K, N). Transposed views are passed to the
+// GEMM as flags, not copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// y = x W^T + b for x (..., in), W (out, in), b (out) or undefined: PyTorch's nn.functional.linear.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// --- shape.cpp: joining and splitting ----------------------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // last piece may be smaller
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// --- softmax.cpp -------------------------------------------------------------------------------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// --- loss.cpp ----------------------------------------------------------------------------------------
+enum class Reduction { None, Mean, Sum };
+// Fused log_softmax + negative log-likelihood: logits (N, C), labels int64 (N) in [0, C).
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduction = Reduction::Mean,
+                     double label_smoothing = 0.0);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// --- dropout.cpp -------------------------------------------------------------------------------------
+// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
+Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// --- operators ---------------------------------------------------------------------------------------
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+inline Tensor operator+(const Tensor& x, double s) { return add(x, s); }
+inline Tensor operator+(double s, const Tensor& x) { return add(x, s); }
+inline Tensor operator-(const Tensor& x, double s) { return add(x, -s); }
+inline Tensor operator-(double s, const Tensor& x) { return add(neg(x), s); }
+inline Tensor operator*(const Tensor& x, double s) { return mul(x, s); }
+inline Tensor operator*(double s, const Tensor& x) { return mul(x, s); }
+inline Tensor operator/(const Tensor& x, double s) { return mul(x, 1.0 / s); }
+inline Tensor operator/(double s, const Tensor& x) { return rdiv(s, x); }
+
+}  // namespace ringgrad

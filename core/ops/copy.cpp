@@ -1,0 +1,66 @@
+// core/ops/copy.cpp: contiguous, clone and to(device | dtype) -- the ops that copy data.
+//
+// All of them go through the backend's strided copy, which gathers any view into dense memory and
+// converts the dtype on the way. Their backwards copy the gradient back (to the source device, to
+// the source dtype) or pass it through unchanged.
+#include "core/ops/op_utils.h"
+
+namespace ringgrad {
+namespace {
+
+// contiguous and clone: same values, so the gradient passes through.
+struct CloneBackward final : Node {
+  const char* name() const override { return "CloneBackward"; }
+  std::vector<Tensor> apply(const std::vector<Tensor>& g) override { return {g[0]}; }
+};
+
+// to(device, dtype): the gradient goes back to where the input lived, in the input's dtype.
+struct ToBackward final : Node {
+  Device source_device;
+  DType source_dtype = DType::f32;
+  const char* name() const override { return "ToBackward"; }
+  std::vector<Tensor> apply(const std::vector<Tensor>& g) override { return {g[0].to(source_device, source_dtype)}; }
+};
+
+// A dense copy of src on `device` with `dtype`, no autograd.
+Tensor copy_to(const Tensor& src, Device device, DType dtype) {
+  Tensor dst = empty(src.shape(), TensorOptions(dtype).device(device));
+  if (src.numel() == 0) return dst;
+  // Between logical CPU devices both sides are host memory. Copies that involve a GPU are the CUDA
+  // backend's (host<->device and peer copies); backend_for() reports a build without one.
+  const Device engine = src.device().is_cuda() ? src.device() : device;
+  backend_for(engine.kind, "to").copy(src.dtype(), ops::desc_of(src), dtype, ops::desc_of(dst), ops::stream_of(dst));
+  return dst;
+}
+
+}  // namespace
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = copy_to(*this, device(), dtype());
+  if (needs_grad(*this)) record<CloneBackward>(out, {*this});
+  return out;
+}
+
+Tensor Tensor::to(Device device, DType dtype) const {
+  if (device == this->device() && dtype == this->dtype()) return *this;
+  check_device(device, "to");
+  RINGGRAD_CHECK(!requires_grad() || is_floating(dtype), "to: a tensor that requires grad can only be converted to "
+                 "a floating dtype, got ", dtype, "; call .detach() first");
+  Tensor out = copy_to(*this, device, dtype);
+  if (needs_grad(*this)) {
+    auto& node = record<ToBackward>(out, {*this});
+    node.source_device = this->device();
+    node.source_dtype = this->dtype();
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device device) const { return to(device, dtype()); }
+Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
+
+}  // namespace ringgrad

@@ -1,0 +1,63 @@
+// core/ops/op_utils.h: argument checks and small helpers shared by the op files (not public API).
+#pragma once
+
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/ops.h"
+#include "core/tensor.h"
+#include "kernels/backend.h"
+
+namespace ringgrad {
+namespace ops {
+
+// Dimension `dim` of an n-d tensor, allowing negative values (-1 is the last).
+inline int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  const int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dim 0 and -1, as in PyTorch
+  RINGGRAD_CHECK(dim >= -n && dim < n, op, ": expected dim in [", -n, ", ", n - 1, "], got ", dim);
+  return dim < 0 ? dim + n : dim;
+}
+
+inline void check_defined(const char* op, const Tensor& t, const char* arg) {
+  RINGGRAD_CHECK(t.defined(), op, ": expected ", arg, " to be a defined tensor, got an undefined one");
+}
+
+// Float math runs on float32 and float64 (bfloat16 only on CUDA, which arrives with the CUDA backend).
+inline void check_floating(const char* op, const Tensor& t, const char* arg = "x") {
+  check_defined(op, t, arg);
+  RINGGRAD_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64 || (t.dtype() == DType::bf16 && t.device().is_cuda()),
+                 op, ": expected ", arg, " to be float32 or float64, got ", t.dtype());
+}
+
+// b must match a's dtype and device: ringgrad never promotes or moves data behind the user's back.
+inline void check_same(const char* op, const Tensor& a, const Tensor& b, const char* a_name = "a",
+                       const char* b_name = "b") {
+  RINGGRAD_CHECK(a.dtype() == b.dtype(), op, ": expected ", b_name, " to have dtype ", a.dtype(), " (", a_name,
+                 "'s dtype), got ", b.dtype(), "; convert with .to(DType::", a.dtype() == DType::f64 ? "f64" : "f32",
+                 ")");
+  RINGGRAD_CHECK(a.device() == b.device(), op, ": expected ", b_name, " on ", a.device(), " (", a_name,
+                 "'s device), got ", b.device(), "; call ", b_name, ".to(Device::",
+                 a.device().is_cpu() ? "cpu(" : "cuda(", a.device().index, "))");
+}
+
+inline Backend& backend_of(const Tensor& t, const char* op) { return backend_for(t.device().kind, op); }
+
+// The device stream kernels run on. CPU kernels ignore it; the CUDA backend supplies one per device.
+inline Stream stream_of(const Tensor&) { return nullptr; }
+
+// How a kernel sees a tensor: pointer + shape + strides in elements.
+inline StridedDesc desc_of(const Tensor& t) {
+  StridedDesc d;
+  d.data = t.data();
+  d.ndim = static_cast<int>(t.dim());
+  for (int i = 0; i < d.ndim; ++i) {
+    d.shape[i] = t.shape()[i];
+    d.strides[i] = t.strides()[i];
+  }
+  return d;
+}
+
+// A tensor sharing `base`'s storage with another shape/strides/offset (no autograd attached).
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
+
+}  // namespace ops
+}  // namespace ringgrad

@@ -1,0 +1,89 @@
+// core/shape.h: Shape, a small fixed-capacity list of dimension sizes (or strides).
+//
+// A tensor's shape and strides are read on every op call. Keeping them inline (no heap allocation)
+// removes two mallocs per tensor, which is a large share of the cost of a tiny op: see the dispatch
+// numbers in docs/benchmarks.md. kMaxDims comes from the kernel interface, which uses the same limit.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/strided.h"
+
+namespace ringgrad {
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : Shape(dims.begin(), dims.end()) {}
+  Shape(const std::vector<int64_t>& dims) : Shape(dims.begin(), dims.end()) {}  // NOLINT: implicit on purpose
+  template <typename It>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(*first);
+  }
+
+  int64_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t& operator[](int64_t i) { return d_[i]; }
+  int64_t operator[](int64_t i) const { return d_[i]; }
+  int64_t back() const { return d_[n_ - 1]; }
+  int64_t* begin() { return d_; }
+  int64_t* end() { return d_ + n_; }
+  const int64_t* begin() const { return d_; }
+  const int64_t* end() const { return d_ + n_; }
+  const int64_t* data() const { return d_; }
+
+  void push_back(int64_t v) {
+    RINGGRAD_CHECK(n_ < kMaxDims, "Shape: at most ", kMaxDims, " dimensions are supported, got more");
+    d_[n_++] = v;
+  }
+  void insert(int64_t pos, int64_t v) {
+    push_back(0);
+    std::copy_backward(d_ + pos, d_ + n_ - 1, d_ + n_);
+    d_[pos] = v;
+  }
+  void erase(int64_t pos) {
+    std::copy(d_ + pos + 1, d_ + n_, d_ + pos);
+    --n_;
+  }
+
+  // Product of the sizes: the number of elements. The empty shape (a scalar) has one.
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t i = 0; i < n_; ++i) n *= d_[i];
+    return n;
+  }
+  std::vector<int64_t> vec() const { return std::vector<int64_t>(begin(), end()); }
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.n_ == b.n_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
+
+ private:
+  int64_t d_[kMaxDims] = {};
+  int64_t n_ = 0;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  os << '[';
+  for (int64_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os << ']';
+}
+
+// Row-major (C-order) strides for a shape: the last dimension is contiguous.
+inline Shape contiguous_strides(const Shape& shape) {
+  Shape strides = shape;
+  int64_t stride = 1;
+  for (int64_t i = shape.size() - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+}  // namespace ringgrad

@@ -1,0 +1,55 @@
+// core/storage.cpp: the 64-byte-aligned host allocator and Storage's lifetime.
+#include "core/storage.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "core/error.h"
+
+namespace ringgrad {
+namespace {
+
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(int64_t nbytes, Device) override {
+    if (nbytes == 0) return nullptr;
+    // aligned_alloc requires a size that is a multiple of the alignment.
+    const size_t rounded = static_cast<size_t>((nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
+    void* p = std::aligned_alloc(kHostAlignment, rounded);
+    RINGGRAD_CHECK(p != nullptr, "host allocator: out of memory allocating ", nbytes, " bytes");
+    return p;
+  }
+  void deallocate(void* ptr, int64_t, Device) override { std::free(ptr); }
+};
+
+std::atomic<Allocator*> g_allocators[2] = {&host_allocator(), nullptr};
+
+}  // namespace
+
+Allocator& host_allocator() {
+  static HostAllocator allocator;
+  return allocator;
+}
+
+Allocator& allocator_for(DeviceKind kind) {
+  Allocator* a = g_allocators[static_cast<int>(kind)].load();
+  RINGGRAD_CHECK(a != nullptr, "allocator_for: no allocator for ", kind == DeviceKind::CUDA ? "cuda" : "cpu",
+                 " devices in this build");
+  return *a;
+}
+
+Allocator* set_allocator(DeviceKind kind, Allocator* allocator) {
+  return g_allocators[static_cast<int>(kind)].exchange(allocator);
+}
+
+Storage::Storage(Device device, int64_t nbytes)
+    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device.kind)) {
+  data_ = allocator_->allocate(nbytes, device);
+}
+
+Storage::~Storage() {
+  if (data_) allocator_->deallocate(data_, nbytes_, device_);
+}
+
+}  // namespace ringgrad

@@ -1,0 +1,133 @@
+// kernels/backend.h: the interface every compute backend implements.
+//
+// A backend knows raw pointers, sizes, strides and streams -- never Tensor, never autograd. core/ops
+// checks arguments, allocates outputs and records backward nodes, then calls exactly one of these
+// functions. Only backend_for() chooses a backend, so nothing in core/ asks "is this CUDA?".
+//
+// Conventions: sizes and strides are in elements; matrices are row-major; `Stream` is the device
+// stream to run on (a cudaStream_t on CUDA, ignored on CPU). Floating-point kernels accept f32 and
+// f64 on CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/strided.h"
+
+namespace ringgrad {
+
+enum class DeviceKind : uint8_t { CPU, CUDA };
+
+using Stream = void*;
+
+// Elementwise y = f(x). Scalar ops read `alpha`. The comment names what unary_backward reads as its
+// `saved` argument: the forward's input x or its output y (whichever makes the derivative cheapest).
+enum class UnaryOp : uint8_t {
+  Neg,         // -x                      saved: none
+  Exp,         // e^x                     saved: y   (dy/dx = y)
+  Log,         // ln x                    saved: x   (1/x)
+  Sqrt,        // sqrt x                  saved: y   (1/(2y))
+  Relu,        // max(x, 0)               saved: y   (y > 0)
+  GeluTanh,    // x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))   saved: x
+  GeluErf,     // x/2 (1 + erf(x/sqrt 2))                        saved: x
+  Tanh,        // tanh x                  saved: y   (1 - y^2)
+  Sigmoid,     // 1/(1 + e^-x)            saved: y   (y (1 - y))
+  AddScalar,   // x + alpha               saved: none
+  MulScalar,   // x * alpha               saved: none
+  RDivScalar,  // alpha / x               saved: x   (-alpha/x^2)
+  PowScalar,   // x^alpha                 saved: x   (alpha x^(alpha-1))
+};
+
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
+
+enum class ReduceOp : uint8_t { Sum, Max };
+
+// Activation applied in the GEMM epilogue, after the bias: Linear+ReLU in one pass over C.
+enum class Activation : uint8_t { None, Relu, GeluTanh };
+
+enum class RandomKind : uint8_t { Uniform, Normal };
+
+// C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C, then + bias (per column), then activation.
+// A is stored m x k row-major with leading dimension lda, or -- when trans_a -- k x m, so a transposed
+// view is passed as a flag instead of being copied. Same for B. `batch` independent products are
+// taken at the given element strides (a stride of 0 reuses one operand for every batch entry).
+struct GemmArgs {
+  DType dtype = DType::f32;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 0;
+  bool trans_a = false;
+  const void* b = nullptr;
+  int64_t ldb = 0;
+  bool trans_b = false;
+  void* c = nullptr;
+  int64_t ldc = 0;
+  double alpha = 1.0, beta = 0.0;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  const void* bias = nullptr;  // n values, or null
+  Activation activation = Activation::None;
+};
+
+struct Backend {
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // --- filling and copying (memory itself comes from core/storage.h's Allocator) -------------------
+  virtual void fill(DType dt, void* dst, int64_t n, double value, Stream s) = 0;
+  virtual void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) = 0;
+  // dst = cast(src), both strided and of the same shape; gathers a view into dense memory, scatters
+  // a dense gradient into a region of a larger one, and converts dtypes.
+  virtual void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc& dst, Stream s) = 0;
+  // Counter-based random numbers: element i uses Philox counter (offset + i) under `seed`, so the
+  // values do not depend on how the work is split across threads or devices. Uniform in [a, b) or
+  // Normal(mean a, std b).
+  virtual void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset,
+                      double a, double b, Stream s) = 0;
+
+  // --- elementwise -------------------------------------------------------------------------------
+  virtual void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, Stream s) = 0;
+  // dx = dy * f'(.) where `saved` is x or y as listed in UnaryOp.
+  virtual void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, void* dx, int64_t n,
+                              double alpha, Stream s) = 0;
+  // out (dense) = a op b; a and b have out's shape, with stride 0 where they were broadcast.
+  virtual void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, Stream s) = 0;
+
+  // --- reductions over the middle axis of a dense [outer, r, inner] array -------------------------
+  // y[o, i] = sum_j x[o, j, i]  or  max_j x[o, j, i] (then indices[o, i] = first argmax).
+  virtual void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r,
+                      int64_t inner, Stream s) = 0;
+  // dst[o, index[o, i], i] += src[o, i]: the backward of max over a dimension.
+  virtual void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer,
+                               int64_t r, int64_t inner, Stream s) = 0;
+
+  // --- matrix multiply ---------------------------------------------------------------------------
+  virtual void gemm(const GemmArgs& args, Stream s) = 0;
+
+  // --- softmax and losses, over the middle axis of a dense [outer, c, inner] array -----------------
+  virtual void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
+                       Stream s) = 0;
+  // dx from the forward's output y: softmax  dx = y (dy - sum(dy y));  log_softmax  dx = dy - e^y sum(dy).
+  virtual void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t c,
+                                int64_t inner, bool log, Stream s) = 0;
+  // Rows of logits [rows x c] against int64 labels: loss[r] = logsumexp(x_r) - (1-eps) x_r[label]
+  // - eps mean(x_r); probs keeps softmax(x_r) for the backward.
+  virtual void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs,
+                                     int64_t rows, int64_t c, double label_smoothing, Stream s) = 0;
+  // dlogits[r] = scale * dloss[r * dloss_stride] * (probs[r] - (1-eps) onehot(label) - eps/c).
+  virtual void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss,
+                                      int64_t dloss_stride, double scale, void* dlogits, int64_t rows, int64_t c,
+                                      double label_smoothing, Stream s) = 0;
+
+  // y = x * mask, mask[i] = (uniform(seed, offset + i) >= p) / (1 - p); the mask is kept for backward.
+  virtual void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, uint64_t seed,
+                       uint64_t offset, Stream s) = 0;
+};
+
+// The backend for a device kind. Throws ringgrad::Error when this build has none (a CPU-only build
+// asked for CUDA), naming `op` so the message says which call needed it.
+Backend& backend_for(DeviceKind kind, const char* op = "tensor");
+
+// True when this build compiled the CUDA toolchain probe (RINGGRAD_CUDA=ON).
+bool built_with_cuda();
+
+}  // namespace ringgrad

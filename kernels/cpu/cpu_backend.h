@@ -1,0 +1,58 @@
+// kernels/cpu/cpu_backend.h: the CPU implementation of the Backend interface.
+//
+// Each family of kernels lives in its own file next to this header:
+//   fill_copy.cpp  fill, arange, strided copy with dtype casts
+//   random.cpp     Philox uniform/normal draws and dropout
+//   unary.cpp      elementwise y = f(x) and its backward
+//   binary.cpp     elementwise a op b with broadcasting
+//   reduce.cpp     sum/max over a middle axis and the scatter that undoes max
+//   gemm.cpp       batched GEMM on Eigen maps with the bias/activation epilogue
+//   softmax.cpp    softmax, log_softmax and cross-entropy, forward and backward
+// All kernels run on the calling thread (each logical CPU device has its own worker); only Eigen's
+// GEMM may fan out to OpenMP threads. `Stream` is ignored. Kernels never allocate.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace ringgrad {
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void fill(DType dt, void* dst, int64_t n, double value, Stream s) override;
+  void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) override;
+  void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc& dst, Stream s) override;
+  void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset, double a, double b,
+              Stream s) override;
+
+  void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, Stream s) override;
+  void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, void* dx, int64_t n, double alpha,
+                      Stream s) override;
+  void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, Stream s) override;
+
+  void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r,
+              int64_t inner, Stream s) override;
+  void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer, int64_t r,
+                       int64_t inner, Stream s) override;
+
+  void gemm(const GemmArgs& args, Stream s) override;
+
+  void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
+               Stream s) override;
+  void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t c, int64_t inner,
+                        bool log, Stream s) override;
+  void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs,
+                             int64_t rows, int64_t c, double label_smoothing, Stream s) override;
+  void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss,
+                              int64_t dloss_stride, double scale, void* dlogits, int64_t rows, int64_t c,
+                              double label_smoothing, Stream s) override;
+
+  void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, uint64_t seed, uint64_t offset,
+               Stream s) override;
+};
+
+// The one CpuBackend of the process. It holds no state, so every logical CPU device shares it.
+Backend& cpu_backend();
+
+}  // namespace ringgrad

@@ -1,0 +1,123 @@
+// kernels/cpu/gemm.cpp: batched C = alpha op(A) op(B) + beta C, then + bias and an activation,
+// on Eigen maps over the caller's row-major buffers.
+//
+// Budget: 2*M*N*K FLOPs against 4*(M*K + K*N + M*N) bytes (float32) per product. Arithmetic
+// intensity grows with the sizes -- for M = N = K it is M/6 FLOP/byte -- so beyond about 64 the
+// product is compute-bound and Eigen's blocked, vectorised kernel runs near the cores' peak
+// (it may fan out to OpenMP threads). Small products are memory- and overhead-bound.
+//
+// Nothing is copied: a buffer becomes an Eigen::Map with an outer stride (the leading dimension),
+// and a transposed operand is the .transpose() of its map, which Eigen's kernel reads in place.
+// The epilogue (bias, activation) runs right after each product, row by row, while C is in cache.
+#include <algorithm>
+
+#include <Eigen/Core>
+
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dispatch.h"
+
+namespace ringgrad {
+namespace {
+
+template <typename T>
+using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ConstMatrixMap = Eigen::Map<const RowMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T>
+using MatrixMap = Eigen::Map<RowMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// The leading dimension of a rows x cols row-major matrix as stored. With one row (or none) it is
+// never stepped over and callers may pass anything (a [1, n] tensor's stride can be 1 or 0), so it
+// is normalised to cols: Eigen then never sees a row that overlaps the next. With more rows, a
+// leading dimension below cols is a caller's bug and is reported.
+int64_t leading_dimension(const char* name, int64_t ld, int64_t rows, int64_t cols) {
+  if (rows <= 1) return std::max(ld, cols);
+  RINGGRAD_CHECK(ld >= cols, "gemm: expected ", name, " >= ", cols, " (the row length of a ", rows, " x ", cols,
+                 " matrix as stored), got ", ld);
+  return ld;
+}
+
+// op(X) for an operand stored row-major: X itself (rows x cols), or -- kTrans -- the transpose of
+// the cols x rows matrix actually stored. Either way an expression over the caller's memory.
+template <bool kTrans, typename T>
+auto operand(const T* data, int64_t rows, int64_t cols, int64_t ld) {
+  if constexpr (kTrans) {
+    return ConstMatrixMap<T>(data, cols, rows, Eigen::OuterStride<>(ld)).transpose();
+  } else {
+    return ConstMatrixMap<T>(data, rows, cols, Eigen::OuterStride<>(ld));
+  }
+}
+
+// C[i, :] = act(C[i, :] + bias), one row at a time.
+template <typename T>
+void epilogue(T* c, int64_t m, int64_t n, int64_t ldc, const T* bias, Activation activation) {
+  if (bias == nullptr && activation == Activation::None) return;
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = c + i * ldc;
+    if (bias != nullptr)
+      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    switch (activation) {
+      case Activation::None: break;
+      case Activation::Relu:
+        for (int64_t j = 0; j < n; ++j) row[j] = cpu::relu(row[j]);
+        break;
+      case Activation::GeluTanh:
+        for (int64_t j = 0; j < n; ++j) row[j] = cpu::gelu_tanh(row[j]);
+        break;
+    }
+  }
+}
+
+template <typename T, bool kTransA, bool kTransB>
+void gemm_batched(const GemmArgs& g) {
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const int64_t lda = kTransA ? leading_dimension("lda", g.lda, k, m) : leading_dimension("lda", g.lda, m, k);
+  const int64_t ldb = kTransB ? leading_dimension("ldb", g.ldb, n, k) : leading_dimension("ldb", g.ldb, k, n);
+  const int64_t ldc = leading_dimension("ldc", g.ldc, m, n);
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const T* bias = static_cast<const T*>(g.bias);
+
+  for (int64_t p = 0; p < g.batch; ++p) {
+    T* c = static_cast<T*>(g.c) + p * g.stride_c;
+    MatrixMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
+    if (k == 0) {
+      // An empty sum: op(A) op(B) is all zeros, leaving C = beta C (+ bias, activation below).
+      if (beta == T(0)) {
+        C.setZero();
+      } else if (beta != T(1)) {
+        C *= beta;
+      }
+    } else {
+      const auto A = operand<kTransA>(static_cast<const T*>(g.a) + p * g.stride_a, m, k, lda);
+      const auto B = operand<kTransB>(static_cast<const T*>(g.b) + p * g.stride_b, k, n, ldb);
+      if (beta == T(0)) {
+        // Assigned, not scaled: beta = 0 means C's old contents are ignored, NaN included
+        // (0 * NaN would be NaN), so C may be fresh uninitialised memory.
+        C.noalias() = alpha * A * B;
+      } else {
+        if (beta != T(1)) C *= beta;
+        C.noalias() += alpha * A * B;
+      }
+    }
+    epilogue(c, m, n, ldc, bias, g.activation);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& g, Stream) {
+  cpu::dispatch_floating("gemm", g.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    RINGGRAD_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm: expected non-negative sizes, got m=",
+                   g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
+    if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // C is empty: nothing to write
+    if (g.trans_a) {
+      g.trans_b ? gemm_batched<T, true, true>(g) : gemm_batched<T, true, false>(g);
+    } else {
+      g.trans_b ? gemm_batched<T, false, true>(g) : gemm_batched<T, false, false>(g);
+    }
+  });
+}
+
+}  // namespace ringgrad
