@@ -1,6 +1,7 @@
 // core/device.cpp: device names, the logical CPU device count, and one worker thread per device.
 #include "core/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -84,6 +85,11 @@ thread_local Device t_worker_device{DeviceKind::CPU, -1};
 
 void DeviceWorker::loop() {
   t_worker_device = device_;
+  if (device_.is_cpu()) {
+    // The cores are shared by the logical CPU devices: give each worker its share.
+    const int cores = std::max(1u, std::thread::hardware_concurrency());
+    backend_for(DeviceKind::CPU).set_thread_count(std::max(1, cores / cpu_device_count()));
+  }
   for (;;) {
     std::function<void()> task;
     {

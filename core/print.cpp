@@ -76,7 +76,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (t.dim() == 0) os << f.format(v[0]);
   else print_rec(os, v, t.shape(), 0, 0, t.numel() > kSummarizeAbove, f, 7);
   if (t.numel() == 0) os << ", size=" << t.shape();
-  if (t.dtype() != DType::f32) os << ", dtype=" << t.dtype();
+  if (t.dtype() != DType::f32 && t.dtype() != DType::i64) os << ", dtype=" << t.dtype();  // PyTorch's defaults
   if (t.device() != Device::cpu(0)) os << ", device=" << t.device();
   if (t.grad_fn()) os << ", grad_fn=<" << t.grad_fn()->name() << ">";
   else if (t.requires_grad()) os << ", requires_grad=true";

@@ -28,8 +28,10 @@ std::atomic<Allocator*> g_allocators[2] = {&host_allocator(), nullptr};
 }  // namespace
 
 Allocator& host_allocator() {
-  static HostAllocator allocator;
-  return allocator;
+  // Never destroyed: a tensor freed during static destruction (or by a worker thread at exit) must
+  // still find its allocator alive.
+  static auto* allocator = new HostAllocator();
+  return *allocator;
 }
 
 Allocator& allocator_for(DeviceKind kind) {

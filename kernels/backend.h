@@ -72,6 +72,11 @@ struct Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
 
+  // Called once on each device's worker thread when it starts: how many threads the kernels run from
+  // this thread may use. With K logical CPU devices on P cores each gets P/K, so K workers calling
+  // a threaded GEMM at once do not oversubscribe the machine.
+  virtual void set_thread_count(int threads) {}
+
   // --- filling and copying (memory itself comes from core/storage.h's Allocator) -------------------
   virtual void fill(DType dt, void* dst, int64_t n, double value, Stream s) = 0;
   virtual void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) = 0;
@@ -86,14 +91,15 @@ struct Backend {
 
   // --- elementwise -------------------------------------------------------------------------------
   virtual void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, Stream s) = 0;
-  // dx = dy * f'(.) where `saved` is x or y as listed in UnaryOp.
+  // dx = dy * f'(.) where `saved` is x or y as listed in UnaryOp (null for ops that save none).
   virtual void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, void* dx, int64_t n,
                               double alpha, Stream s) = 0;
   // out (dense) = a op b; a and b have out's shape, with stride 0 where they were broadcast.
   virtual void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, Stream s) = 0;
 
   // --- reductions over the middle axis of a dense [outer, r, inner] array -------------------------
-  // y[o, i] = sum_j x[o, j, i]  or  max_j x[o, j, i] (then indices[o, i] = first argmax).
+  // y[o, i] = sum_j x[o, j, i]  or  max_j x[o, j, i] (then indices[o, i] = first argmax; indices may
+  // be null when only the values are wanted).
   virtual void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r,
                       int64_t inner, Stream s) = 0;
   // dst[o, index[o, i], i] += src[o, i]: the backward of max over a dimension.

@@ -111,7 +111,7 @@ void run_serial(GraphTask& task, std::vector<std::shared_ptr<Node>> initially_re
 void run_parallel(GraphTask& task, const std::vector<std::shared_ptr<Node>>& initially_ready) {
   // post_node is recursive through the workers: each finished node posts the nodes it made ready.
   std::function<void(std::shared_ptr<Node>)> post_node = [&task, &post_node](std::shared_ptr<Node> node) {
-    post_to(node->device, [&task, &post_node, node] {
+    post_to(node->device, [&task, &post_node, node]() mutable {
       std::vector<std::shared_ptr<Node>> ready;
       try {
         RunningTask running(&task);
@@ -126,9 +126,13 @@ void run_parallel(GraphTask& task, const std::vector<std::shared_ptr<Node>>& ini
         if (!task.error) task.error = std::current_exception();
         ready.clear();
       }
+      // Drop our reference before signalling: once the caller wakes, backward() has returned and
+      // the graph (with its saved tensors) must be freed by the caller's thread, not later by us.
+      node.reset();
       std::lock_guard<std::mutex> lock(task.mutex);
       task.outstanding += static_cast<int>(ready.size()) - 1;
       for (auto& next : ready) post_node(std::move(next));
+      ready.clear();
       if (task.outstanding == 0) task.finished.notify_all();
     });
   };

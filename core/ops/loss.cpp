@@ -81,6 +81,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduc
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   ops::check_floating("mse_loss", input, "input");
   ops::check_floating("mse_loss", target, "target");
+  ops::check_same("mse_loss", input, target, "input", "target");
   RINGGRAD_CHECK(input.shape() == target.shape(), "mse_loss: expected target of shape ", input.shape(),
                  " (the input's shape), got ", target.shape());
   // Composed of differentiable ops, so its backward, 2 (input - target) g / n, comes for free.

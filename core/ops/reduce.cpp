@@ -28,12 +28,11 @@ struct SumBackward final : Node {
 
 struct MaxBackward final : Node {
   Shape input_shape;
-  SavedTensor indices;  // keepdim-shaped int64
+  SavedTensor indices;  // int64, keepdim-shaped like the gradient this node receives
   int64_t dim = 0;
-  bool keepdim = false;
   const char* name() const override { return "MaxBackward"; }
   std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
-    const Tensor grad = (keepdim ? g[0] : g[0].unsqueeze(dim)).contiguous();
+    const Tensor grad = g[0].contiguous();
     Tensor grad_input = zeros(input_shape, TensorOptions(grad.dtype()).device(grad.device()));
     int64_t outer = 1, inner = 1;
     for (int64_t i = 0; i < dim; ++i) outer *= input_shape[i];
@@ -79,10 +78,9 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   int64_t outer = 1, r = 1, inner = 1;
   if (adjacent && x.is_contiguous()) {
     for (int64_t i = 0; i < x.dim(); ++i) {
-      if (!dims.empty() && i < dims[0]) outer *= x.size(i);
-      else if (!dims.empty() && i > dims.back()) inner *= x.size(i);
-      else if (!dims.empty()) r *= x.size(i);
-      else outer *= x.size(i);
+      if (i < dims[0]) outer *= x.size(i);
+      else if (i > dims.back()) inner *= x.size(i);
+      else r *= x.size(i);
     }
   } else {
     Shape order = kept;
@@ -137,8 +135,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim_in, bool keepdim) {
     auto& node = record<MaxBackward>(values, {xc});
     node.input_shape = xc.shape();
     node.indices = save(indices);
-    node.dim = dim;
-    node.keepdim = true;  // values are still keepdim-shaped here; squeezed (a view op) below
+    node.dim = dim;  // values are still keepdim-shaped here; squeezing them below is a view op
   }
   if (!keepdim || x.dim() == 0) {
     values = x.dim() == 0 ? values.reshape({}) : values.squeeze(dim);

@@ -64,6 +64,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   const int64_t d = ops::wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;
   for (size_t i = 0; i < tensors.size(); ++i) {
+    ops::check_defined("stack", tensors[i], "every tensor");
+    ops::check_same("stack", tensors[0], tensors[i], "tensors[0]", "every tensor");
     RINGGRAD_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: expected every tensor to have shape ",
                    tensors[0].shape(), ", got tensors[", i, "] of shape ", tensors[i].shape());
     expanded.push_back(tensors[i].unsqueeze(d));

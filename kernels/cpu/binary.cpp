@@ -82,7 +82,8 @@ void binary_typed(Op op, const StridedDesc& a, const StridedDesc& b, T* out) {
 void CpuBackend::binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, Stream) {
   RINGGRAD_CHECK(a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape),
                  "binary: expected both operands broadcast to the output's shape, got ",
-                 std::vector<int64_t>(a.shape, a.shape + a.ndim), " and ", std::vector<int64_t>(b.shape, b.shape + b.ndim));
+                 std::vector<int64_t>(a.shape, a.shape + a.ndim), " and ",
+                 std::vector<int64_t>(b.shape, b.shape + b.ndim));
   cpu::dispatch_floating("binary", dt, [&](auto zero) {
     using T = decltype(zero);
     T* o = static_cast<T*>(out);

@@ -19,6 +19,7 @@ namespace ringgrad {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
+  void set_thread_count(int threads) override;  // OpenMP threads for Eigen's GEMM on this thread
 
   void fill(DType dt, void* dst, int64_t n, double value, Stream s) override;
   void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) override;

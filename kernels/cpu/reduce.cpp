@@ -42,7 +42,8 @@ void sum_middle(const T* x, T* y, int64_t outer, int64_t r, int64_t inner) {
     }
     for (int64_t i0 = 0; i0 < inner; i0 += kTile) {
       const int64_t width = inner - i0 < kTile ? inner - i0 : kTile;
-      double acc[kTile] = {};
+      double acc[kTile];  // only the first `width` entries are used, so only they are zeroed
+      for (int64_t t = 0; t < width; ++t) acc[t] = 0.0;
       for (int64_t j = 0; j < r; ++j) {
         const T* row = xo + j * inner + i0;
         for (int64_t t = 0; t < width; ++t) acc[t] += static_cast<double>(row[t]);

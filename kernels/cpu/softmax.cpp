@@ -76,7 +76,8 @@ void softmax_backward_typed(const T* y, const T* dy, T* dx, int64_t outer, int64
     const T* yt = y + base;
     const T* dyt = dy + base;
     T* dxt = dx + base;
-    double acc[kTile] = {};
+    double acc[kTile];  // only the first `width` entries are used, so only they are zeroed
+    for (int64_t t = 0; t < width; ++t) acc[t] = 0.0;
     T total[kTile];
     if (log) {
       for (int64_t j = 0; j < c; ++j)

@@ -19,7 +19,8 @@ file(REMOVE_RECURSE ${WORK_DIR})  # a stale prefix could hide a file the install
 
 # step(name command...): runs one command, echoes it, and stops the test if it fails.
 function(step name)
-  message(STATUS "cmake_consumer: ${name}: ${ARGN}")
+  list(JOIN ARGN " " command_line)
+  message(STATUS "cmake_consumer: ${name}: ${command_line}")
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   message("${out}")
   if(NOT rc EQUAL 0)

@@ -549,3 +549,27 @@ TEST_CASE("engine: an exception in a hook on another device's worker reaches the
   sum((z.to(Device::cpu(1)) * 4.0).to(Device::cpu(0))).backward();
   check_values(z.grad(), std::vector<double>(6, 4.0));
 }
+
+TEST_CASE("engine: two threads can run backward on independent graphs at the same time", "[engine]") {
+  REQUIRE(cpu_device_count() >= 2);
+  auto train = [](int which, std::vector<double>* grad) {
+    Tensor x = leaf({5, 3}, 40 + which);
+    for (int step = 0; step < 50; ++step) {
+      // One graph stays on cpu:0, the other crosses to cpu:1 and back.
+      Tensor h = which == 0 ? tanh(x) : tanh(x.to(Device::cpu(1))).to(Device::cpu(0));
+      sum(h * 2.0).backward();
+    }
+    *grad = x.grad().to_vector<double>();
+  };
+  std::vector<double> g0, g1;
+  std::thread t0(train, 0, &g0), t1(train, 1, &g1);
+  t0.join();
+  t1.join();
+  for (int which = 0; which < 2; ++which) {
+    const Tensor x = randn({5, 3}, DType::f64, 40 + which);
+    const std::vector<double> expected = map_values(x, [](double v) { return 50 * 2.0 * (1.0 - std::tanh(v) * std::tanh(v)); });
+    const std::vector<double>& got = which == 0 ? g0 : g1;
+    REQUIRE(got.size() == expected.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-12));
+  }
+}

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
 #include "core/generator.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
@@ -71,6 +72,47 @@ Tensor narrowed_leaf(uint64_t seed) {
 }
 
 }  // namespace
+
+// =========================================== gradcheck ==========================================
+
+namespace {
+
+// y = 2x with a deliberately wrong backward (3 instead of 2): gradcheck must catch it.
+struct WrongDoubleBackward final : Node {
+  const char* name() const override { return "WrongDoubleBackward"; }
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override { return {grad_outputs[0] * 3.0}; }
+};
+
+Tensor wrong_double(const Tensor& x) {
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = x * 2.0;
+  }
+  if (needs_grad(x)) record<WrongDoubleBackward>(y, {x});
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck: a wrong backward fails and the report names the input and element", "[grad]") {
+  const GradcheckResult dense = gradcheck(wrong_double, leaf({3, 5}, 200));
+  CHECK_FALSE(dense.ok);
+  CHECK_FALSE(dense.report.empty());
+  INFO(dense.report);
+  const GradcheckResult strided = gradcheck(wrong_double, transposed_leaf(201));
+  CHECK_FALSE(strided.ok);
+  // A wrong gradient of the second input only is caught too.
+  const GradcheckResult second =
+      gradcheck([](const Inputs& in) { return in[0] + wrong_double(in[1]); }, {leaf({2, 3}, 202), leaf({2, 3}, 203)});
+  CHECK_FALSE(second.ok);
+}
+
+TEST_CASE("gradcheck: the tolerances in GradcheckOptions are honoured", "[grad]") {
+  GradcheckOptions loose;
+  loose.rtol = 1.0;  // |3 - 2| <= 1e-5 + 1.0 * 2
+  CHECK(gradcheck(wrong_double, leaf({3, 5}, 204), loose).ok);
+}
 
 // ============================================ binary ============================================
 

@@ -1,0 +1,181 @@
+// bench/bench_util.h: what every benchmark shares -- timing loops, medians, STYLE.md section 10
+// tables (printed, and written as JSON by --json), and running a helper process.
+//
+// Timing method (the Python references use the same one): a warm-up loop that is never timed grows
+// the iteration count until one loop takes at least `min_seconds`; then `reps` loops of that count
+// are timed and each gives a time per call. Report the median of those.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+inline double median(std::vector<double> values) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+// Nanoseconds per call of fn(), one value per repetition (see the method above).
+template <typename F>
+std::vector<double> time_per_call(F&& fn, int reps, double min_seconds) {
+  int64_t iters = 1;
+  for (;;) {  // warm-up and calibration, not timed
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < iters; ++i) fn();
+    const double s = seconds_since(start);
+    if (s >= min_seconds) break;
+    const double want = s > 0 ? iters * 1.2 * min_seconds / s : iters * 100.0;
+    iters = std::max<int64_t>(iters * 2, std::min<int64_t>(iters * 100, static_cast<int64_t>(want)));
+  }
+  std::vector<double> ns;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < iters; ++i) fn();
+    ns.push_back(seconds_since(start) * 1e9 / static_cast<double>(iters));
+  }
+  return ns;
+}
+
+// Makes `p` look used to the optimiser, so the work that produced it is not dropped.
+inline void do_not_optimize(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+// printf-style number formatting; NaN (= not measured) prints as "-".
+inline std::string fmt(double value, int precision = 1) {
+  if (std::isnan(value)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", precision, value);
+  return buf;
+}
+
+struct Column {
+  std::string name, unit;  // unit without parentheses, or "" for none
+  int width = 10;
+  bool left = false;  // text columns read better left-aligned
+};
+
+// One table of STYLE.md section 10: '#' header lines, units in the second header row, one row per
+// measurement, the result check in the last column.
+class Table {
+ public:
+  Table(std::string id, std::vector<Column> columns) : id_(std::move(id)), columns_(std::move(columns)) {}
+
+  void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+
+  void print(FILE* out) const {
+    std::vector<std::string> names, units;
+    bool any_unit = false;
+    for (const Column& c : columns_) {
+      names.push_back(c.name);
+      units.push_back(c.unit.empty() ? "" : "(" + c.unit + ")");
+      any_unit = any_unit || !c.unit.empty();
+    }
+    line(out, "#", names);
+    if (any_unit) line(out, "#", units);
+    for (const auto& row : rows_) line(out, " ", row);
+  }
+
+  // Rows as JSON objects keyed by column name, with "table": id. Cells that read as numbers are
+  // written as numbers, "-" as null, anything else as a string.
+  void append_json(std::string& out, bool& first) const {
+    for (const auto& row : rows_) {
+      out += first ? "\n  " : ",\n  ";
+      first = false;
+      out += "{\"table\": " + quote(id_);
+      for (size_t i = 0; i < columns_.size() && i < row.size(); ++i)
+        out += ", " + quote(columns_[i].name) + ": " + json_value(row[i]);
+      out += "}";
+    }
+  }
+
+  static std::string quote(const std::string& s) {
+    std::string q = "\"";
+    for (char ch : s) {
+      if (ch == '"' || ch == '\\') q += '\\';
+      if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
+      q += ch;
+    }
+    return q + "\"";
+  }
+
+ private:
+  void line(FILE* out, const char* lead, const std::vector<std::string>& cells) const {
+    std::string s = lead;
+    for (size_t i = 0; i < columns_.size(); ++i) {
+      const std::string cell = i < cells.size() ? cells[i] : "";
+      const int pad = std::max(0, columns_[i].width - static_cast<int>(cell.size()));
+      s += "  ";
+      s += columns_[i].left ? cell + std::string(pad, ' ') : std::string(pad, ' ') + cell;
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::fprintf(out, "%s\n", s.c_str());
+  }
+
+  static std::string json_value(const std::string& cell) {
+    if (cell == "-" || cell.empty()) return "null";
+    char* end = nullptr;
+    const double v = std::strtod(cell.c_str(), &end);
+    if (end && *end == '\0' && std::isfinite(v) && cell.find_first_of("xX") == std::string::npos) return cell;
+    return quote(cell);
+  }
+
+  std::string id_;
+  std::vector<Column> columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Writes {"program": ..., "run": {key: value ...}, "rows": [...]} to `path`; false on failure.
+inline bool write_json(const std::string& path, const std::string& program,
+                       const std::vector<std::pair<std::string, std::string>>& run,
+                       const std::vector<const Table*>& tables) {
+  std::string out = "{\"program\": " + Table::quote(program) + ",\n \"run\": {";
+  for (size_t i = 0; i < run.size(); ++i)
+    out += (i ? ", " : "") + Table::quote(run[i].first) + ": " + Table::quote(run[i].second);
+  out += "},\n \"rows\": [";
+  bool first = true;
+  for (const Table* t : tables) t->append_json(out, first);
+  out += "\n]}\n";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+// Runs `command` through /bin/sh; its stdout goes to `output`. Returns the exit status (127: the
+// shell did not find the program, -1: it could not be started or was killed by a signal).
+inline int run_command(const std::string& command, std::string& output) {
+  output.clear();
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  const int status = pclose(pipe);
+  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Single-quotes `s` for /bin/sh.
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+}  // namespace bench
