@@ -75,7 +75,7 @@ struct Backend {
   // Called once on each device's worker thread when it starts: how many threads the kernels run from
   // this thread may use. With K logical CPU devices on P cores each gets P/K, so K workers calling
   // a threaded GEMM at once do not oversubscribe the machine.
-  virtual void set_thread_count(int threads) {}
+  virtual void set_thread_count(int /*threads*/) {}
 
   // --- filling and copying (memory itself comes from core/storage.h's Allocator) -------------------
   virtual void fill(DType dt, void* dst, int64_t n, double value, Stream s) = 0;

@@ -12,6 +12,9 @@
 #include <algorithm>
 
 #include <Eigen/Core>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -104,6 +107,32 @@ void gemm_batched(const GemmArgs& g) {
   }
 }
 
+// Products below this many FLOPs run on the calling thread alone. Waking an OpenMP team costs a
+// few microseconds, and when the cores are busy (other processes, or the other logical devices'
+// workers) its spin-waiting threads can stretch a 64x64 product from 50 us to milliseconds.
+constexpr double kParallelMinFlops = 1 << 24;
+
+// Limits OpenMP to one thread for this scope when the work is small; restores the setting after.
+class SmallProductGuard {
+ public:
+  explicit SmallProductGuard(double flops) {
+#ifdef _OPENMP
+    if (flops < kParallelMinFlops) {
+      previous_ = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+#endif
+  }
+  ~SmallProductGuard() {
+#ifdef _OPENMP
+    if (previous_ > 0) omp_set_num_threads(previous_);
+#endif
+  }
+
+ private:
+  int previous_ = 0;
+};
+
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g, Stream) {
@@ -112,6 +141,7 @@ void CpuBackend::gemm(const GemmArgs& g, Stream) {
     RINGGRAD_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm: expected non-negative sizes, got m=",
                    g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
     if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // C is empty: nothing to write
+    const SmallProductGuard threads(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
     if (g.trans_a) {
       g.trans_b ? gemm_batched<T, true, true>(g) : gemm_batched<T, true, false>(g);
     } else {

@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "core/error.h"
 
 namespace ringgrad {
