@@ -178,7 +178,7 @@ TEST_CASE("mse_loss: different shapes name both", "[errors]") {
   CHECK_ERROR(mse_loss(f32({3, 5}), f32({5, 3})), "mse_loss", "[3, 5]", "[5, 3]");
 }
 
-TEST_CASE("dropout: p outside [0, 1) throws naming p", "[errors]") {
+TEST_CASE("dropout: p outside (0, 1) throws naming p", "[errors]") {
   Generator g(1);
   CHECK_ERROR(dropout(f32({3}), 1.5, true, g), "dropout", "1.5");
   CHECK_ERROR(dropout(f32({3}), -0.5, true, g), "dropout", "-0.5");

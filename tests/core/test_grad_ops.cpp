@@ -120,7 +120,7 @@ TEST_CASE("add: gradient matches finite differences", "[grad]") {
   CHECK_GRADCHECK([](const Inputs& in) { return add(in[0], in[1]); }, {leaf({3, 5}, 1), leaf({3, 5}, 2)});
 }
 
-TEST_CASE("add: broadcasting [3,1,5] with [4,1] sums the gradient back to each shape", "[grad]") {
+TEST_CASE("add: broadcasting (3,1,5) with (4,1) sums the gradient back to each shape", "[grad]") {
   CHECK_GRADCHECK([](const Inputs& in) { return add(in[0], in[1]); }, {leaf({3, 1, 5}, 3), leaf({4, 1}, 4)});
 }
 

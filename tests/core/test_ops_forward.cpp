@@ -62,7 +62,7 @@ std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<d
 
 // ============================================ binary ============================================
 
-TEST_CASE("binary ops broadcast [3,1,5] with [4,1] to [3,4,5] with the right values", "[ops]") {
+TEST_CASE("binary ops broadcast (3,1,5) with (4,1) to (3,4,5) with the right values", "[ops]") {
   const Tensor a = randn({3, 1, 5}, DType::f64, 1);
   const Tensor b = rand({4, 1}, DType::f64, 2) + 0.5;
   const std::vector<double> av = values(a), bv = values(b);
@@ -111,7 +111,7 @@ TEST_CASE("binary ops on float32, on non-contiguous inputs and with a 0-d tensor
   CHECK((scalar_tensor(1.0) - a).shape() == Shape{2, 3});
 }
 
-TEST_CASE("broadcast_shapes aligns sizes from the right; sum_to reduces a gradient back", "[ops]") {
+TEST_CASE("broadcast_shapes aligns sizes from the right, sum_to reduces a gradient back", "[ops]") {
   CHECK(broadcast_shapes({3, 1, 5}, {4, 1}, "add") == Shape{3, 4, 5});
   CHECK(broadcast_shapes({5}, {3, 1}, "add") == Shape{3, 5});
   CHECK(broadcast_shapes({}, {2, 3}, "add") == Shape{2, 3});
@@ -382,7 +382,7 @@ TEST_CASE("linear computes x W^T + b, for 2-D and 3-D x, with and without bias",
 
 // ===================================== joining and splitting ====================================
 
-TEST_CASE("cat joins along a dim; stack adds a new one", "[ops]") {
+TEST_CASE("cat joins along a dim, stack adds a new one", "[ops]") {
   const Tensor a = iota({2, 3}), b = iota({1, 3}, 1.0, 10.0), c = iota({2, 2}, 1.0, 20.0);
   const Tensor r = cat({a, b}, 0);
   CHECK(r.shape() == Shape{3, 3});
@@ -558,7 +558,7 @@ TEST_CASE("dropout zeroes about p of the elements and scales the rest by 1/(1-p)
   CHECK(static_cast<double>(zeros_seen) / n == Approx(p).margin(0.02));
 }
 
-TEST_CASE("dropout: same generator state, same mask; the gradient is the mask", "[ops]") {
+TEST_CASE("dropout: same generator state, same mask, the gradient is the mask", "[ops]") {
   Generator g1(8), g2(8);
   const Tensor x = rand({5, 7}, DType::f64, 9) + 1.0;
   const std::vector<double> a = values(dropout(x, 0.5, true, g1));

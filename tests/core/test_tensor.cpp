@@ -132,7 +132,7 @@ TEST_CASE("factories: arange counts from start by step, excluding end", "[tensor
   CHECK(a.to(DType::f64).to_vector<double>() == std::vector<double>{0, 1, 2, 3, 4, 5, 6});
 }
 
-TEST_CASE("rand: uniform values in [0, 1) with mean near 1/2", "[tensor]") {
+TEST_CASE("rand: uniform values in (0, 1) with mean near 1/2", "[tensor]") {
   const std::vector<double> v = rand({100, 101}, DType::f64, 3).to_vector<double>();
   for (double x : v) REQUIRE((x >= 0.0 && x < 1.0));
   CHECK(mean_of(v) == Approx(0.5).margin(0.01));
@@ -251,7 +251,7 @@ TEST_CASE("scalar_tensor is 0-d with one element", "[tensor]") {
 
 // ======================================= views share storage ====================================
 
-TEST_CASE("view and reshape of a contiguous tensor share storage; -1 is inferred", "[tensor]") {
+TEST_CASE("view and reshape of a contiguous tensor share storage, -1 is inferred", "[tensor]") {
   Tensor x = iota({2, 3, 4});
   Tensor v = x.view({4, 6});
   CHECK(v.shape() == Shape{4, 6});
@@ -320,7 +320,7 @@ TEST_CASE("narrow, slice with step and select share storage with an offset", "[t
   CHECK(x.to_vector<double>()[12] == -2.0);
 }
 
-TEST_CASE("expand broadcasts with stride 0; new dims go in front; -1 keeps a size", "[tensor]") {
+TEST_CASE("expand broadcasts with stride 0, new dims go in front, -1 keeps a size", "[tensor]") {
   Tensor x = iota({3, 1});
   Tensor e = x.expand({3, 4});
   CHECK(e.shape() == Shape{3, 4});
@@ -397,7 +397,7 @@ TEST_CASE("clone copies the data into new storage", "[tensor]") {
   CHECK(nc.to_vector<double>() == std::vector<double>{1, 2, 6, 7, 11, 12});
 }
 
-TEST_CASE("to(dtype) converts values; float to int truncates toward zero", "[tensor]") {
+TEST_CASE("to(dtype) converts values, float to int truncates toward zero", "[tensor]") {
   Tensor d = from_vector<double>({1.5, -2.75, 3.0, 2.7, -2.7, 0.0}, {2, 3});
   Tensor f = d.to(DType::f32);
   CHECK(f.dtype() == DType::f32);

@@ -404,7 +404,7 @@ TEST_CASE("cross_entropy: the loss matches -sum target log softmax, with label s
   }
 }
 
-TEST_CASE("cross_entropy: a label outside [0, c) is reported", "[kernels]") {
+TEST_CASE("cross_entropy: a label outside (0, c) is reported", "[kernels]") {
   std::vector<float> logits(3), loss(1);
   const int64_t label = 3;
   CHECK_THROWS_WITH(cpu().cross_entropy_forward(DType::f32, logits.data(), &label, loss.data(), nullptr, 1, 3, 0.0,
@@ -437,7 +437,7 @@ TEST_CASE("random: the same seed and offset give the same numbers", "[kernels]")
   CHECK(first != other_seed);
 }
 
-TEST_CASE("random: drawing [0, n) at once equals drawing [0, k) and [k, n)", "[kernels]") {
+TEST_CASE("random: drawing (0, n) at once equals drawing (0, k) and (k, n)", "[kernels]") {
   const RandomKind kind = GENERATE(RandomKind::Uniform, RandomKind::Normal);
   const int64_t n = 1001, k = 377;
   const uint64_t offset = 123456789;
@@ -448,7 +448,7 @@ TEST_CASE("random: drawing [0, n) at once equals drawing [0, k) and [k, n)", "[k
   CHECK(whole == split);
 }
 
-TEST_CASE("random: uniform stays in [a, b) and normal has the requested mean and spread", "[kernels]") {
+TEST_CASE("random: uniform stays in (a, b) and normal has the requested mean and spread", "[kernels]") {
   const int64_t n = 200000;
   std::vector<float> u(n), z(n);
   cpu().random(RandomKind::Uniform, DType::f32, u.data(), n, 1, 0, -1.0, 3.0, nullptr);
