@@ -57,6 +57,10 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 // y = x W^T + b for x (..., in), W (out, in), b (out) or undefined: PyTorch's nn.functional.linear.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// linear followed by an activation. With Activation::Relu the bias and the ReLU run in the GEMM's
+// epilogue (one pass over y instead of three) and the backward reads the ReLU mask from y;
+// GeluTanh is applied as a separate gelu() op, whose backward needs the pre-activation.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation);
 
 // --- shape.cpp: joining and splitting ----------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -67,6 +71,11 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 // --- softmax.cpp -------------------------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+
+// --- layernorm.cpp ---------------------------------------------------------------------------------
+// Normalises over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, var biased (as PyTorch).
+// weight and bias are (C) or undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // --- loss.cpp ----------------------------------------------------------------------------------------
 enum class Reduction { None, Mean, Sum };

@@ -125,6 +125,15 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;
 
+  // --- in place (not recorded by autograd) -------------------------------------------------------
+  // Copies src's values into this tensor's memory (same shape; dtype converted). On a leaf that
+  // requires grad it is only allowed under NoGradGuard, as in PyTorch.
+  const Tensor& copy_(const Tensor& src) const;
+  // Makes this handle point at src's storage, shape, dtype and device while keeping its autograd
+  // identity (requires_grad, hooks). Module::to() moves parameters this way, so every handle to a
+  // parameter -- the model's member, an optimizer's list -- sees the move.
+  void set_data(const Tensor& src) const;
+
   // --- autograd ----------------------------------------------------------------------------------
   bool requires_grad() const;
   Tensor& requires_grad_(bool requires = true);  // only on leaves, returns *this

@@ -68,6 +68,20 @@ struct GemmArgs {
   Activation activation = Activation::None;
 };
 
+// Hyperparameters of one SGD step (PyTorch's names).
+struct SgdStepArgs {
+  double lr = 0.0, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = false;  // the momentum buffer is uninitialised and becomes d_p, as in PyTorch
+};
+
+// Hyperparameters of one Adam/AdamW step.
+struct AdamStepArgs {
+  double lr = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decoupled_weight_decay = false;  // AdamW: decay the parameter, not the gradient
+  int64_t step = 1;                     // 1-based, already incremented for this step
+};
+
 struct Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
@@ -127,6 +141,17 @@ struct Backend {
   // y = x * mask, mask[i] = (uniform(seed, offset + i) >= p) / (1 - p); the mask is kept for backward.
   virtual void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, uint64_t seed,
                        uint64_t offset, Stream s) = 0;
+
+  // --- optimizer steps: one fused pass over a dense parameter and its dense gradient ----------------
+  // Exactly PyTorch 1.13's single-tensor rules, computed in the parameter's dtype (see nn/optim/).
+  //   SGD : d = g (+ weight_decay p); with momentum, buf = first_step ? d : momentum buf + (1 - dampening) d
+  //         and d = nesterov ? d + momentum buf : buf;  p -= lr d.
+  virtual void sgd_step(DType dt, void* param, const void* grad, void* momentum_buffer /* null when momentum == 0 */,
+                        int64_t n, const SgdStepArgs& args, Stream s) = 0;
+  //   Adam: decoupled (AdamW) p *= 1 - lr wd, else g += wd p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+  //         p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+  virtual void adam_step(DType dt, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
+                         const AdamStepArgs& args, Stream s) = 0;
 };
 
 // The backend for a device kind. Throws ringgrad::Error when this build has none (a CPU-only build

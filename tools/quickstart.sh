@@ -26,7 +26,7 @@ mode="$1"
 stage() { printf '\n==== %s\n' "$*"; }
 
 # --- 1. Debian packages -----------------------------------------------------------------------------
-packages=(build-essential cmake ninja-build libeigen3-dev catch2 zlib1g-dev)
+packages=(build-essential cmake ninja-build libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   # dpkg-query fails for a package it never heard of; a removed one still reports its status.

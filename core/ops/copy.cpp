@@ -61,6 +61,34 @@ Tensor Tensor::to(Device device, DType dtype) const {
 }
 
 Tensor Tensor::to(Device device) const { return to(device, dtype()); }
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  ops::check_defined("copy_", src, "src");
+  RINGGRAD_CHECK(src.shape() == shape(), "copy_: expected src of shape ", shape(), ", got ", src.shape());
+  RINGGRAD_CHECK(!(GradMode::is_enabled() && requires_grad() && is_leaf()),
+                 "copy_: a leaf that requires grad cannot be changed in place while grad mode is on; "
+                 "wrap the update in NoGradGuard");
+  RINGGRAD_CHECK(!requires_grad() || is_leaf() || !GradMode::is_enabled(),
+                 "copy_: in-place writes to a tensor that is part of a graph are not supported");
+  if (numel() == 0) return *this;
+  // A source on another device is first brought here; then one strided copy (with dtype cast).
+  const Tensor here = src.device() == device() ? src : src.detach().to(device());
+  backend_for(device().kind, "copy_").copy(here.dtype(), ops::desc_of(here), dtype(), ops::desc_of(*this),
+                                           ops::stream_of(*this));
+  return *this;
+}
+
+void Tensor::set_data(const Tensor& src) const {
+  ops::check_defined("set_data", src, "src");
+  TensorImpl& self = *impl();
+  const TensorImpl& from = *src.impl();
+  self.shape = from.shape;
+  self.strides = from.strides;
+  self.offset = from.offset;
+  self.dtype = from.dtype;
+  self.device = from.device;
+  self.storage = from.storage;
+}
 Tensor Tensor::to(DType dtype) const { return to(device(), dtype); }
 
 }  // namespace ringgrad

@@ -42,7 +42,8 @@ Operand operand_of(const Tensor& t) {
 }
 
 // c = a @ b for a (.., M, K), b (.., K, N) already checked; c is dense (.., M, N).
-void gemm_into(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& bias, const char* name) {
+void gemm_into(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& bias, const char* name,
+               Activation activation = Activation::None) {
   if (c.numel() == 0) return;
   const Operand oa = operand_of(a), ob = operand_of(b);
   GemmArgs args;
@@ -64,6 +65,7 @@ void gemm_into(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& bias, 
   args.stride_c = args.m * args.n;
   const Tensor dense_bias = bias.defined() ? bias.contiguous() : Tensor();  // alive until the GEMM returns
   args.bias = dense_bias.defined() ? dense_bias.data() : nullptr;
+  args.activation = activation;
   ops::backend_of(a, name).gemm(args, ops::stream_of(c));
 }
 
@@ -91,10 +93,19 @@ struct MatmulBackward final : Node {
 
 struct LinearBackward final : Node {
   SavedTensor x, weight;  // x is (rows, in), weight (out, in)
+  SavedTensor relu_output;  // set when ReLU was fused: dz = dy * (y > 0)
   bool has_bias = false;
-  const char* name() const override { return "LinearBackward"; }
+  const char* name() const override { return relu_output.unpack().defined() ? "LinearReluBackward" : "LinearBackward"; }
   std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
-    const Tensor& dy = g[0];
+    Tensor dy = g[0];
+    if (const Tensor& y = relu_output.unpack(); y.defined()) {
+      const Tensor dense = dy.contiguous();
+      dy = empty_like(dense);
+      if (dy.numel() > 0)
+        ops::backend_of(y, "linear backward")
+            .unary_backward(UnaryOp::Relu, y.dtype(), y.data(), dense.data(), dy.data(), dy.numel(), 0.0,
+                            ops::stream_of(y));
+    }
     return {next_edges[0].valid() ? matmul(dy, weight.unpack()) : Tensor(),
             next_edges[1].valid() ? matmul(dy.t(), x.unpack()) : Tensor(),
             has_bias && next_edges[2].valid() ? sum(dy, {0}) : Tensor()};
@@ -127,6 +138,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear(x, weight, bias, Activation::None);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation) {
+  if (activation == Activation::GeluTanh) return gelu(linear(x, weight, bias), GeluApproximate::Tanh);
   ops::check_floating("linear", x, "x");
   ops::check_floating("linear", weight, "weight");
   ops::check_same("linear", x, weight, "x", "weight");
@@ -142,10 +158,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // Rows of any leading shape become one GEMM: (rows, in) @ W^T, with the bias added in the epilogue.
   const Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
   Tensor y = empty({x2.size(0), weight.size(0)}, TensorOptions(x.dtype()).device(x.device()));
-  gemm_into(x2, weight.detach().t(), y, bias, "linear");
+  gemm_into(x2, weight.detach().t(), y, bias, "linear", activation);
   if (needs_grad({x2, weight, bias})) {
     auto& node = record<LinearBackward>(y, {x2, weight, bias});
     node.has_bias = bias.defined();
+    if (activation == Activation::Relu) node.relu_output = save(y);
     if (weight.requires_grad()) node.x = save(x2);
     if (x2.requires_grad()) node.weight = save(weight);
   }

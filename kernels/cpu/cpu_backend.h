@@ -8,6 +8,7 @@
 //   reduce.cpp     sum/max over a middle axis and the scatter that undoes max
 //   gemm.cpp       batched GEMM on Eigen maps with the bias/activation epilogue
 //   softmax.cpp    softmax, log_softmax and cross-entropy, forward and backward
+//   optim.cpp      fused SGD and Adam/AdamW parameter updates
 // All kernels run on the calling thread (each logical CPU device has its own worker); only Eigen's
 // GEMM may fan out to OpenMP threads. `Stream` is ignored. Kernels never allocate.
 #pragma once
@@ -51,6 +52,11 @@ class CpuBackend final : public Backend {
 
   void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, uint64_t seed, uint64_t offset,
                Stream s) override;
+
+  void sgd_step(DType dt, void* param, const void* grad, void* momentum_buffer, int64_t n, const SgdStepArgs& args,
+                Stream s) override;
+  void adam_step(DType dt, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
+                 const AdamStepArgs& args, Stream s) override;
 };
 
 // The one CpuBackend of the process. It holds no state, so every logical CPU device shares it.

@@ -1,0 +1,73 @@
+// nn/checkpoint.h: saving a model's weights, and saving and resuming a whole training run.
+//
+// Both are safetensors files (nn/safetensors.h), so they open in PyTorch and other tools:
+//
+//   weights      save_model / load_model: the keys are the module's state_dict() names
+//                ("fc1.weight"), exactly what a PyTorch model's state_dict() holds.
+//   training     save_checkpoint / load_checkpoint: "model.<name>" for the weights,
+//                "optimizer.<name>" for the optimizer's state_dict(), and a TrainingState (step,
+//                epoch, RNG state, free-form strings) in the header's __metadata__, tagged
+//                "format": "ringgrad.checkpoint.v1".
+//
+// Resuming from a training checkpoint continues *bitwise* as if the run had never stopped (on the
+// same build and device), provided the data order is restored too: the TrainingState carries the
+// step and epoch for that.
+//
+//   nn::TrainingState state{step, epoch};
+//   nn::capture_rng_state(state);                      // the default generator's (seed, offset)
+//   nn::save_checkpoint("run.ckpt", *model, opt, state);
+//   ...
+//   nn::TrainingState resumed = nn::load_checkpoint("run.ckpt", *model, opt);
+//   nn::restore_rng_state(resumed);
+//
+// Every write goes through a temporary file that is renamed into place, so a crash mid-save leaves
+// the previous checkpoint intact.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/generator.h"
+#include "nn/module.h"
+#include "nn/optim/optimizer.h"
+
+namespace ringgrad {
+namespace nn {
+
+// The tag stored under "format" in a training checkpoint's metadata.
+constexpr char kCheckpointFormat[] = "ringgrad.checkpoint.v1";
+
+// Writes the module's state_dict() (parameters and buffers) to `path`.
+void save_model(const std::string& path, const Module& model);
+// Loads weights into the module in place (Module::load_state_dict): keys may carry a leading
+// "module." (PyTorch DataParallel/DDP checkpoints). With `strict` the error lists every missing,
+// unexpected and mis-shaped name; a load that fails changes nothing.
+void load_model(const std::string& path, Module& model, bool strict = true);
+
+// Where a training run stands, besides its tensors.
+struct TrainingState {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  uint64_t rng_seed = 0, rng_offset = 0;      // a Generator's state (see capture_rng_state)
+  std::map<std::string, std::string> extra;  // anything else the training script wants back
+};
+
+// Copies a generator's (seed, offset) into `state`, and back. The default generator draws every
+// dropout mask and rand()/randn() without an explicit generator, so restoring it is what makes a
+// resumed run draw the same masks as an uninterrupted one.
+void capture_rng_state(TrainingState& state, const Generator& generator = default_generator());
+void restore_rng_state(const TrainingState& state, Generator& generator = default_generator());
+
+// Writes model, optimizer and `state` to `path` in one file.
+void save_checkpoint(const std::string& path, const Module& model, const optim::Optimizer& optimizer,
+                     const TrainingState& state);
+
+// Restores the model's weights and the optimizer's state from `path` and returns the
+// TrainingState (the RNG is not touched: call restore_rng_state). All or nothing: the file, its
+// format tag, its metadata and the fit of both parts are checked before the model or the optimizer
+// changes; any problem throws ringgrad::Error naming the file, and both are left as they were.
+TrainingState load_checkpoint(const std::string& path, Module& model, optim::Optimizer& optimizer);
+
+}  // namespace nn
+}  // namespace ringgrad

@@ -1,0 +1,267 @@
+// nn/data/dataloader.cpp: the per-epoch order, batch assembly, and the prefetch thread.
+#include "nn/data/dataloader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <utility>
+
+#include "kernels/philox.h"
+#include "nn/data/fashion_mnist.h"
+
+namespace ringgrad {
+namespace data {
+namespace {
+
+// 32-bit words from Philox4x32-10 under key `seed`: block i of epoch e is Philox(counter = (i, e)).
+// The epoch sits in the counter's upper 64 bits, so epochs draw from disjoint streams.
+class EpochStream {
+ public:
+  EpochStream(uint64_t seed, uint64_t epoch) : seed_(seed), epoch_(epoch) {}
+  uint32_t next_u32() {
+    if (used_ == 4) {
+      const philox::Block counter{{static_cast<uint32_t>(block_), static_cast<uint32_t>(block_ >> 32),
+                                   static_cast<uint32_t>(epoch_), static_cast<uint32_t>(epoch_ >> 32)}};
+      words_ = philox::philox4x32_10(counter, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
+      ++block_;
+      used_ = 0;
+    }
+    return words_.w[used_++];
+  }
+
+ private:
+  uint64_t seed_, epoch_;
+  uint64_t block_ = 0;
+  philox::Block words_{};
+  int used_ = 4;
+};
+
+// A uniform integer in [0, range), 1 <= range < 2^32, without bias: Lemire's multiply-shift, which
+// rejects the few 32-bit draws that would make some results one draw more likely than others
+// ("Fast Random Integer Generation in an Interval", ACM TOMACS 2019).
+uint32_t uniform_below(EpochStream& stream, uint32_t range) {
+  uint64_t m = static_cast<uint64_t>(stream.next_u32()) * range;
+  if (static_cast<uint32_t>(m) < range) {
+    const uint32_t threshold = (0u - range) % range;  // 2^32 mod range
+    while (static_cast<uint32_t>(m) < threshold) m = static_cast<uint64_t>(stream.next_u32()) * range;
+  }
+  return static_cast<uint32_t>(m >> 32);
+}
+
+}  // namespace
+
+DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) : options_(std::move(options)) {
+  RINGGRAD_CHECK(images.defined() && labels.defined(), "DataLoader: expected defined images and labels tensors");
+  RINGGRAD_CHECK(images.device().is_cpu() && labels.device().is_cpu(),
+                 "DataLoader: expected images and labels on the CPU, got ", images.device(), " and ",
+                 labels.device(), "; move batches to a device in a transform or after next()");
+  RINGGRAD_CHECK(images.dim() >= 1, "DataLoader: expected images of shape [N, ...], got a 0-d tensor");
+  const DType dt = images.dtype();
+  RINGGRAD_CHECK(dt == DType::u8 || dt == DType::f32 || dt == DType::f64,
+                 "DataLoader: expected uint8, float32 or float64 images, got ", dt);
+  RINGGRAD_CHECK(labels.dtype() == DType::i64 && labels.dim() == 1, "DataLoader: expected int64 labels of shape [N], got ",
+                 labels.dtype(), " ", labels.shape(), "; convert with .to(DType::i64)");
+  RINGGRAD_CHECK(labels.size(0) == images.size(0), "DataLoader: expected as many labels as images, got ",
+                 labels.size(0), " labels for images of shape ", images.shape());
+  RINGGRAD_CHECK(options_.batch_size_ >= 1, "DataLoader: expected batch_size >= 1, got ", options_.batch_size_);
+  RINGGRAD_CHECK(!options_.normalize_ || (std::isfinite(options_.mean_) && std::isfinite(options_.std_) &&
+                                          options_.std_ > 0),
+                 "DataLoader: expected a finite mean and a std > 0 for normalize, got mean ", options_.mean_,
+                 " std ", options_.std_);
+  n_ = images.size(0);
+  RINGGRAD_CHECK(n_ <= int64_t{UINT32_MAX}, "DataLoader: at most 2^32 - 1 samples are supported, got ", n_);
+  images_ = images.contiguous();
+  labels_ = labels.contiguous();
+  for (int64_t d = 1; d < images_.dim(); ++d) features_ *= images_.size(d);
+
+  // uint8 pixels take one of 256 values, so their normalised floats are a table lookup. Computed in
+  // double and rounded once, so each entry is the float nearest (p / 255 - mean) / std.
+  for (int p = 0; p < 256; ++p) {
+    double v = p / 255.0;
+    if (options_.normalize_) v = (v - options_.mean_) / options_.std_;
+    lut_[p] = static_cast<float>(v);
+  }
+}
+
+DataLoader::DataLoader(const FashionMNIST& dataset, DataLoaderOptions options)
+    : DataLoader(dataset.images(), dataset.labels(), std::move(options)) {}
+
+DataLoader::~DataLoader() { stop_worker(); }
+
+int64_t DataLoader::num_batches() const {
+  const int64_t b = options_.batch_size_;
+  return options_.drop_last_ ? n_ / b : (n_ + b - 1) / b;
+}
+
+std::vector<int64_t> DataLoader::permutation(int64_t epoch) const {
+  RINGGRAD_CHECK(epoch >= 0, "DataLoader::permutation: expected epoch >= 0, got ", epoch);
+  std::vector<int64_t> order(n_);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (!options_.shuffle_) return order;
+  // Fisher-Yates: position i takes a uniformly chosen element of those not yet placed.
+  EpochStream stream(options_.seed_, static_cast<uint64_t>(epoch));
+  for (int64_t i = n_ - 1; i > 0; --i) {
+    const int64_t j = uniform_below(stream, static_cast<uint32_t>(i + 1));
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+void DataLoader::start_at(int64_t epoch, int64_t batch) {
+  RINGGRAD_CHECK(epoch >= 0, "DataLoader::start_at: expected epoch >= 0, got ", epoch);
+  RINGGRAD_CHECK(batch >= 0 && batch <= num_batches(), "DataLoader::start_at: expected a batch index in [0, ",
+                 num_batches(), "], got ", batch);
+  if (epoch == epoch_ && batch == next_) return;  // already there: keep what was prefetched
+  stop_worker();
+  if (epoch != epoch_) order_.reset();
+  epoch_ = epoch;
+  next_ = batch;
+}
+
+void DataLoader::ensure_order() {
+  if (!order_) order_ = std::make_shared<const std::vector<int64_t>>(permutation(epoch_));
+}
+
+namespace {
+
+// x[r, :] = convert(images[order[r], :]) for one dtype of images.
+template <typename T>
+void gather_rows(const T* images, const int64_t* rows, int64_t count, int64_t features, float* out, float scale,
+                 float shift) {
+  for (int64_t r = 0; r < count; ++r) {
+    const T* src = images + rows[r] * features;
+    float* dst = out + r * features;
+    for (int64_t f = 0; f < features; ++f) dst[f] = static_cast<float>(src[f]) * scale + shift;
+  }
+}
+
+}  // namespace
+
+Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
+  const int64_t first = index * options_.batch_size_;
+  const int64_t count = std::min(options_.batch_size_, n_ - first);
+  const int64_t* rows = order.data() + first;
+
+  Shape x_shape{count};
+  if (options_.flatten_) {
+    x_shape.push_back(features_);
+  } else {
+    for (int64_t d = 1; d < images_.dim(); ++d) x_shape.push_back(images_.size(d));
+  }
+  Batch batch{empty(x_shape, DType::f32), empty({count}, DType::i64)};
+  float* x = batch.x.data<float>();
+  if (images_.dtype() == DType::u8) {
+    const uint8_t* src = images_.data<uint8_t>();
+    for (int64_t r = 0; r < count; ++r) {
+      const uint8_t* row = src + rows[r] * features_;
+      float* dst = x + r * features_;
+      for (int64_t f = 0; f < features_; ++f) dst[f] = lut_[row[f]];
+    }
+  } else {
+    // Floating images are taken as they are: no 1/255 scaling, only the optional normalisation.
+    const float scale = options_.normalize_ ? static_cast<float>(1.0 / options_.std_) : 1.0f;
+    const float shift = options_.normalize_ ? static_cast<float>(-options_.mean_ / options_.std_) : 0.0f;
+    if (images_.dtype() == DType::f32)
+      gather_rows(images_.data<float>(), rows, count, features_, x, scale, shift);
+    else
+      gather_rows(images_.data<double>(), rows, count, features_, x, scale, shift);
+  }
+  const int64_t* labels = labels_.data<int64_t>();
+  int64_t* y = batch.y.data<int64_t>();
+  for (int64_t r = 0; r < count; ++r) y[r] = labels[rows[r]];
+
+  if (options_.transform_) options_.transform_(batch, epoch, index);
+  return batch;
+}
+
+bool DataLoader::next(Batch& batch) {
+  const int64_t total = num_batches();
+  if (next_ >= total) {  // epoch done: the cursor moves to the start of the next one
+    stop_worker();
+    ++epoch_;
+    next_ = 0;
+    order_.reset();
+    return false;
+  }
+  if (!options_.prefetch_) {
+    ensure_order();
+    batch = make_batch(*order_, epoch_, next_);
+    ++next_;
+    return true;
+  }
+
+  if (!worker_.joinable()) start_worker();
+  Slot slot;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ready_.wait(lock, [&] { return !queue_.empty(); });
+    slot = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  space_.notify_one();
+  if (slot.error) {
+    stop_worker();  // it has already exited; the cursor stays on the batch that failed
+    std::rethrow_exception(slot.error);
+  }
+  RINGGRAD_CHECK(slot.index == next_, "DataLoader: internal error: the prefetch thread produced batch ", slot.index,
+                 " when batch ", next_, " was expected");
+  batch = std::move(slot.batch);
+  ++next_;
+  return true;
+}
+
+void DataLoader::start_worker() {
+  ensure_order();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = false;
+    queue_.clear();
+  }
+  worker_ = std::thread(&DataLoader::worker_loop, this, order_, epoch_, next_);
+}
+
+void DataLoader::stop_worker() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    space_.notify_all();
+    worker_.join();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop_ = false;
+  queue_.clear();
+}
+
+// Prepares batches first, first + 1, ... of `epoch` until the epoch ends, a batch fails, or stop_ is
+// set. `order` is a shared handle, so moving the cursor never frees it under this thread.
+void DataLoader::worker_loop(std::shared_ptr<const std::vector<int64_t>> order, int64_t epoch, int64_t first) {
+  const int64_t total = num_batches();
+  for (int64_t index = first; index < total; ++index) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      space_.wait(lock, [&] { return stop_ || static_cast<int64_t>(queue_.size()) < kPrefetchDepth; });
+      if (stop_) return;
+    }
+    Slot slot;
+    slot.index = index;
+    try {
+      slot.batch = make_batch(*order, epoch, index);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    const bool failed = static_cast<bool>(slot.error);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) return;
+      queue_.push_back(std::move(slot));  // only this thread pushes, so the space is still there
+    }
+    ready_.notify_one();
+    if (failed) return;
+  }
+}
+
+}  // namespace data
+}  // namespace ringgrad

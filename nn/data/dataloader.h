@@ -1,0 +1,179 @@
+// nn/data/dataloader.h: DataLoader, which cuts a dataset into shuffled batches on a background thread.
+//
+// Shape legend: N samples in the dataset, B samples in a batch, F = the product of a sample's sizes
+// (784 for a 28x28 image).
+//
+//   data::FashionMNIST train(data::Split::Train);
+//   data::DataLoader loader(train, data::DataLoaderOptions().batch_size(256).seed(7).normalize(0.2860, 0.3530));
+//   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+//     loader.set_epoch(epoch);
+//     for (const data::Batch& batch : loader) step(batch.x, batch.y);  // x: float32 [B, 784], y: int64 [B]
+//   }
+//
+// The order. With shuffle on, epoch e visits the samples in permutation(e), a Fisher-Yates shuffle
+// driven by Philox4x32-10 keyed by the seed, with e in the counter's upper half. It is a pure function
+// of (seed, e, N): the same on every platform, compiler and run, with no state carried from one epoch
+// to the next -- so a run resumed from a checkpoint sees exactly the batches the original would have.
+// (std::shuffle and std::uniform_int_distribution are implementation-defined, so they are not used.)
+//
+// The cursor. A loader remembers (epoch, batch): the next batch it will hand out. set_epoch(e) puts
+// it at the start of epoch e, start_at(e, k) at batch k of epoch e (resuming mid-epoch), reset() back
+// to the start of the current epoch. Iterating hands out batches from the cursor to the end of the
+// epoch and then moves the cursor to the start of the next epoch, so a loop that never calls set_epoch
+// still sees a fresh order each epoch. Leaving a loop early (break) keeps the cursor at the first batch
+// not handed out, and the next loop continues from there; position() tells a checkpoint where that is.
+//
+// The prefetch thread. With prefetch on, one background thread gathers, converts and normalises the
+// next batches (up to kPrefetchDepth of them) while the caller trains on the current one. It stops
+// when the epoch ends, when the cursor is moved, and when the loader is destroyed -- at most one batch
+// of work later. An exception thrown while preparing a batch (by a transform, say) is rethrown by the
+// call that would have returned that batch. A loader is used from one thread at a time.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ringgrad {
+namespace data {
+
+class FashionMNIST;
+
+// One batch: inputs and labels of the same B samples.
+struct Batch {
+  Tensor x;  // float32 [B, F] when flattening, else [B, ...] (a sample's own shape)
+  Tensor y;  // int64 [B]
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size_ = 64;
+  bool shuffle_ = true;
+  uint64_t seed_ = 0;
+  bool drop_last_ = false;
+  bool normalize_ = false;  // off: x is the [0, 1]-scaled value itself
+  double mean_ = 0.0;
+  double std_ = 1.0;
+  bool prefetch_ = true;
+  bool flatten_ = true;
+  // Runs on each finished batch (on the prefetch thread when prefetching): augmentation, a check, a
+  // device copy. Gets the batch's epoch and index, so random augmentation can be seeded reproducibly.
+  std::function<void(Batch& batch, int64_t epoch, int64_t index)> transform_;
+
+  DataLoaderOptions& batch_size(int64_t b) { batch_size_ = b; return *this; }
+  DataLoaderOptions& shuffle(bool s) { shuffle_ = s; return *this; }
+  DataLoaderOptions& seed(uint64_t s) { seed_ = s; return *this; }
+  // Without it the last batch of an epoch holds the N % B leftover samples (when N % B != 0).
+  DataLoaderOptions& drop_last(bool d) { drop_last_ = d; return *this; }
+  // x = (pixel / 255 - mean) / std for uint8 images, (value - mean) / std for floating ones.
+  // Fashion-MNIST's training set has mean 0.2860 and std 0.3530.
+  DataLoaderOptions& normalize(double mean, double std) { normalize_ = true; mean_ = mean; std_ = std; return *this; }
+  DataLoaderOptions& prefetch(bool p) { prefetch_ = p; return *this; }
+  // On: x is [B, F], what a Linear layer takes. Off: x keeps each sample's shape, [B, 28, 28].
+  DataLoaderOptions& flatten(bool f) { flatten_ = f; return *this; }
+  DataLoaderOptions& transform(std::function<void(Batch&, int64_t, int64_t)> t) { transform_ = std::move(t); return *this; }
+};
+
+class DataLoader {
+ public:
+  static constexpr int64_t kPrefetchDepth = 2;  // batches prepared ahead of the one being trained on
+
+  // images: uint8 (scaled by 1/255), float32 or float64, shape [N, ...]; labels: int64 [N]. Both on
+  // the CPU. The loader keeps handles to them (no copy); do not modify them while it runs.
+  DataLoader(Tensor images, Tensor labels, DataLoaderOptions options = {});
+  explicit DataLoader(const FashionMNIST& dataset, DataLoaderOptions options = {});
+  ~DataLoader();  // stops and joins the prefetch thread
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t size() const { return n_; }  // N, samples in the dataset
+  int64_t num_batches() const;         // per epoch: ceil(N / B), or floor(N / B) with drop_last
+  const DataLoaderOptions& options() const { return options_; }
+
+  // The cursor (see the top of this file).
+  void set_epoch(int64_t epoch) { start_at(epoch, 0); }
+  void start_at(int64_t epoch, int64_t batch);  // 0 <= batch <= num_batches()
+  void reset() { start_at(epoch_, 0); }
+  int64_t epoch() const { return epoch_; }
+  int64_t position() const { return next_; }  // index of the next batch to be handed out
+
+  // The order in which epoch `epoch` visits the samples: a permutation of 0 .. N-1 (the identity
+  // without shuffle). Batch k holds samples permutation(epoch)[k*B .. k*B + B).
+  std::vector<int64_t> permutation(int64_t epoch) const;
+
+  // Hands out the batch at the cursor and advances it; false (and the cursor moves to the next
+  // epoch) once the epoch is done.
+  bool next(Batch& batch);
+
+  // Range-for over the rest of the current epoch: for (const Batch& b : loader). Each begin() continues
+  // from the cursor; an iterator is single-pass, like an input stream's.
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Batch*;
+    using reference = const Batch&;
+
+    Iterator() = default;  // the end
+    const Batch& operator*() const { return batch_; }
+    const Batch* operator->() const { return &batch_; }
+    Iterator& operator++() {
+      if (!loader_->next(batch_)) loader_ = nullptr;
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return loader_ == other.loader_; }
+    bool operator!=(const Iterator& other) const { return loader_ != other.loader_; }
+
+   private:
+    friend class DataLoader;
+    explicit Iterator(DataLoader* loader) : loader_(loader) { ++*this; }
+    DataLoader* loader_ = nullptr;
+    Batch batch_;
+  };
+  Iterator begin() { return Iterator(this); }
+  Iterator end() { return Iterator(); }
+
+ private:
+  // A prepared batch, or the exception its preparation threw.
+  struct Slot {
+    int64_t index = 0;
+    Batch batch;
+    std::exception_ptr error;
+  };
+
+  Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const;
+  void ensure_order();  // computes order_ for epoch_ if not done yet
+  void start_worker();
+  void stop_worker();
+  void worker_loop(std::shared_ptr<const std::vector<int64_t>> order, int64_t epoch, int64_t first);
+
+  Tensor images_;  // contiguous, [N, ...]
+  Tensor labels_;  // contiguous int64 [N]
+  DataLoaderOptions options_;
+  int64_t n_ = 0;
+  int64_t features_ = 1;  // F
+  float lut_[256] = {};   // uint8 pixel -> normalised float32, exact for each of the 256 values
+
+  int64_t epoch_ = 0;
+  int64_t next_ = 0;                                 // the cursor's batch
+  std::shared_ptr<const std::vector<int64_t>> order_;  // permutation(epoch_), shared with the worker
+
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable ready_;  // a slot was queued
+  std::condition_variable space_;  // a slot was taken, or stop_ was set
+  std::deque<Slot> queue_;
+  bool stop_ = false;
+};
+
+}  // namespace data
+}  // namespace ringgrad

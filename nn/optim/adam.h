@@ -1,0 +1,94 @@
+// nn/optim/adam.h: Adam and AdamW (Kingma & Ba 2015; Loshchilov & Hutter 2019).
+//
+// PyTorch 1.13's rule, per parameter p with gradient g at step t (1-based):
+//   Adam : g = g + weight_decay p                (L2 penalty folded into the gradient)
+//   AdamW: p = p (1 - lr weight_decay)           (decoupled decay, applied to the parameter)
+//   m = beta1 m + (1 - beta1) g
+//   v = beta2 v + (1 - beta2) g^2
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// The two bias corrections undo the zero initialisation of m and v. The whole update is one fused
+// kernel per parameter (Backend::adam_step). amsgrad and maximize are not implemented.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "nn/optim/optimizer.h"
+
+namespace ringgrad {
+namespace optim {
+
+namespace detail {
+// The setters Adam's and AdamW's options share; each returns the derived options type, so chains
+// like AdamWOptions(3e-4).betas(0.9, 0.95).weight_decay(0.1) keep their type.
+template <typename Self>
+class AdamOptionsBase {
+ public:
+  Self& lr(double v) { lr_ = v; return self(); }
+  Self& betas(double beta1, double beta2) { beta1_ = beta1; beta2_ = beta2; return self(); }
+  Self& eps(double v) { eps_ = v; return self(); }
+  Self& weight_decay(double v) { weight_decay_ = v; return self(); }
+  double lr() const { return lr_; }
+  std::pair<double, double> betas() const { return {beta1_, beta2_}; }
+  double eps() const { return eps_; }
+  double weight_decay() const { return weight_decay_; }
+
+ protected:
+  AdamOptionsBase(double lr, double weight_decay) : lr_(lr), weight_decay_(weight_decay) {}
+  Self& self() { return static_cast<Self&>(*this); }
+  double lr_;
+  double beta1_ = 0.9, beta2_ = 0.999;
+  double eps_ = 1e-8;
+  double weight_decay_;
+};
+}  // namespace detail
+
+// PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.
+struct AdamOptions : detail::AdamOptionsBase<AdamOptions> {
+  explicit AdamOptions(double lr = 1e-3) : AdamOptionsBase(lr, 0.0) {}
+};
+
+// As AdamOptions, but weight_decay defaults to 1e-2 (PyTorch's AdamW default).
+struct AdamWOptions : detail::AdamOptionsBase<AdamWOptions> {
+  explicit AdamWOptions(double lr = 1e-3) : AdamOptionsBase(lr, 1e-2) {}
+};
+
+// What Adam and AdamW share: everything but where the weight decay goes.
+class AdamBase : public Optimizer {
+ public:
+  const char* name() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  void step() override;
+  nn::StateDict state_dict() const override;
+  void load_state_dict(const nn::StateDict& state) override;
+
+ protected:
+  struct Hyperparameters {
+    double beta1, beta2, eps, weight_decay;
+  };
+  AdamBase(std::vector<Tensor> params, double lr, const Hyperparameters& hyper, bool decoupled);
+  Hyperparameters hyper_;
+
+ private:
+  void check(const char* where, double lr, const Hyperparameters& h) const;
+  bool decoupled_;
+  // Per parameter; undefined (and step 0) until the parameter's first step.
+  std::vector<int64_t> steps_;
+  std::vector<Tensor> exp_avgs_, exp_avg_sqs_;
+};
+
+class Adam : public AdamBase {
+ public:
+  // Throws as PyTorch does on a negative lr, eps or weight_decay, or a beta outside [0, 1).
+  Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
+  AdamOptions options() const;  // lr as the scheduler left it
+};
+
+class AdamW : public AdamBase {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamWOptions& options = AdamWOptions());
+  AdamWOptions options() const;
+};
+
+}  // namespace optim
+}  // namespace ringgrad
