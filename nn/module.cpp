@@ -219,7 +219,8 @@ void Module::copy_values_from(const Module& original) {
   // Frozen parameters stay frozen in the copy.
   Named<Tensor> mine = named_parameters();
   RINGGRAD_CHECK(mine.size() == originals.size(), "clone: reset() of ", type_name(), " created ", mine.size(),
-                 " parameters, the original has ", originals.size());
+                 " parameters, the original has ", originals.size(), "; create every parameter and submodule in "
+                 "reset() and call reset() from the constructor");
   for (size_t i = 0; i < mine.size(); ++i)
     if (mine[i].second.requires_grad() != originals[i].second.requires_grad())
       mine[i].second.requires_grad_(originals[i].second.requires_grad());

@@ -114,13 +114,14 @@ AdamOptions Adam::options() const {
   return AdamOptions(lr()).betas(hyper_.beta1, hyper_.beta2).eps(hyper_.eps).weight_decay(hyper_.weight_decay);
 }
 
-AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
+AdamW::AdamW(std::vector<Tensor> params, const AdamOptions& options)
     : AdamBase(std::move(params), options.lr(),
-               {options.betas().first, options.betas().second, options.eps(), options.weight_decay()},
+               {options.betas().first, options.betas().second, options.eps(),
+                options.has_weight_decay() ? options.weight_decay() : kDefaultWeightDecay},
                /*decoupled=*/true) {}
 
-AdamWOptions AdamW::options() const {
-  return AdamWOptions(lr()).betas(hyper_.beta1, hyper_.beta2).eps(hyper_.eps).weight_decay(hyper_.weight_decay);
+AdamOptions AdamW::options() const {
+  return AdamOptions(lr()).betas(hyper_.beta1, hyper_.beta2).eps(hyper_.eps).weight_decay(hyper_.weight_decay);
 }
 
 }  // namespace optim

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -19,39 +20,27 @@
 namespace ringgrad {
 namespace optim {
 
-namespace detail {
-// The setters Adam's and AdamW's options share; each returns the derived options type, so chains
-// like AdamWOptions(3e-4).betas(0.9, 0.95).weight_decay(0.1) keep their type.
-template <typename Self>
-class AdamOptionsBase {
+// PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, and weight_decay 0 for Adam but 1e-2
+// for AdamW: one options type serves both, and a weight_decay left unset takes the optimizer's default.
+class AdamOptions {
  public:
-  Self& lr(double v) { lr_ = v; return self(); }
-  Self& betas(double beta1, double beta2) { beta1_ = beta1; beta2_ = beta2; return self(); }
-  Self& eps(double v) { eps_ = v; return self(); }
-  Self& weight_decay(double v) { weight_decay_ = v; return self(); }
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamOptions& lr(double v) { lr_ = v; return *this; }
+  AdamOptions& betas(double beta1, double beta2) { beta1_ = beta1; beta2_ = beta2; return *this; }
+  AdamOptions& eps(double v) { eps_ = v; return *this; }
+  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   double lr() const { return lr_; }
   std::pair<double, double> betas() const { return {beta1_, beta2_}; }
   double eps() const { return eps_; }
-  double weight_decay() const { return weight_decay_; }
+  // The value set, else Adam's default 0; AdamW uses 1e-2 when has_weight_decay() is false.
+  double weight_decay() const { return weight_decay_.value_or(0.0); }
+  bool has_weight_decay() const { return weight_decay_.has_value(); }
 
- protected:
-  AdamOptionsBase(double lr, double weight_decay) : lr_(lr), weight_decay_(weight_decay) {}
-  Self& self() { return static_cast<Self&>(*this); }
+ private:
   double lr_;
   double beta1_ = 0.9, beta2_ = 0.999;
   double eps_ = 1e-8;
-  double weight_decay_;
-};
-}  // namespace detail
-
-// PyTorch's defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.
-struct AdamOptions : detail::AdamOptionsBase<AdamOptions> {
-  explicit AdamOptions(double lr = 1e-3) : AdamOptionsBase(lr, 0.0) {}
-};
-
-// As AdamOptions, but weight_decay defaults to 1e-2 (PyTorch's AdamW default).
-struct AdamWOptions : detail::AdamOptionsBase<AdamWOptions> {
-  explicit AdamWOptions(double lr = 1e-3) : AdamOptionsBase(lr, 1e-2) {}
+  std::optional<double> weight_decay_;
 };
 
 // What Adam and AdamW share: everything but where the weight decay goes.
@@ -80,14 +69,16 @@ class AdamBase : public Optimizer {
 class Adam : public AdamBase {
  public:
   // Throws as PyTorch does on a negative lr, eps or weight_decay, or a beta outside [0, 1).
-  Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
+  explicit Adam(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
   AdamOptions options() const;  // lr as the scheduler left it
 };
 
+// Adam with decoupled weight decay; weight_decay defaults to 1e-2, as in PyTorch.
 class AdamW : public AdamBase {
  public:
-  AdamW(std::vector<Tensor> params, const AdamWOptions& options = AdamWOptions());
-  AdamWOptions options() const;
+  static constexpr double kDefaultWeightDecay = 1e-2;
+  explicit AdamW(std::vector<Tensor> params, const AdamOptions& options = AdamOptions());
+  AdamOptions options() const;
 };
 
 }  // namespace optim

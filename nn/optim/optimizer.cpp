@@ -4,8 +4,6 @@
 
 #include <sstream>
 
-#include "core/autograd/grad_mode.h"
-
 namespace ringgrad {
 namespace optim {
 

@@ -1,0 +1,75 @@
+// nn/optim/clip_grad_norm.cpp: the joint gradient norm, and the in-place rescaling, as PyTorch 1.13's
+// torch.nn.utils.clip_grad_norm_ computes them.
+#include "nn/optim/clip_grad_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/ops/op_utils.h"
+
+namespace ringgrad {
+namespace optim {
+
+namespace {
+
+// |g| elementwise, exactly: relu(g) + relu(-g) adds a value and an exact zero.
+Tensor abs_of(const Tensor& g) { return relu(g) + relu(neg(g)); }
+
+// ||g||_p of one tensor (p > 0 or infinity), in g's dtype.
+double tensor_norm(const Tensor& g, double p) {
+  if (std::isinf(p)) return max(abs_of(g).flatten(), 0).first.item();
+  if (p == 2.0) return std::sqrt(sum(g * g).item());
+  if (p == 1.0) return sum(abs_of(g)).item();
+  return std::pow(sum(pow(abs_of(g), p)).item(), 1.0 / p);
+}
+
+// PyTorch computes the factor as a tensor in the gradients' dtype: max_norm * (1 / (total + 1e-6)).
+template <typename T>
+double clip_coefficient(double total_norm, double max_norm) {
+  const T denom = static_cast<T>(total_norm) + static_cast<T>(1e-6);
+  return static_cast<double>((T(1) / denom) * static_cast<T>(max_norm));
+}
+
+}  // namespace
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  RINGGRAD_CHECK(norm_type > 0.0, "clip_grad_norm_: expected norm_type > 0 (or infinity), got ", norm_type);
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) {
+    ops::check_defined("clip_grad_norm_", p, "every parameter");
+    const Tensor g = p.grad();
+    if (g.defined()) grads.push_back(g);
+  }
+  if (grads.empty()) return 0.0;
+
+  const bool inf = std::isinf(norm_type);
+  double total = 0.0;  // max of the norms, or the sum of their p-th powers
+  for (const Tensor& g : grads) {
+    ops::check_floating("clip_grad_norm_", g, "grad");
+    if (g.numel() == 0) continue;
+    const double n = tensor_norm(g, norm_type);
+    total = inf ? std::max(total, n) : total + std::pow(n, norm_type);
+  }
+  if (!inf) total = norm_type == 2.0 ? std::sqrt(total) : std::pow(total, 1.0 / norm_type);
+
+  const double coef = grads[0].dtype() == DType::f64 ? clip_coefficient<double>(total, max_norm)
+                                                     : clip_coefficient<float>(total, max_norm);
+  if (coef < 1.0) {  // PyTorch clamps the factor to 1 and multiplies anyway; a factor of 1 changes nothing
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor g = params[i].grad();
+      if (!g.defined() || g.numel() == 0) continue;
+      if (g.is_contiguous()) {  // in place: whoever else holds this gradient (a DDP bucket) sees the change
+        ops::backend_of(g, "clip_grad_norm_")
+            .unary(UnaryOp::MulScalar, g.dtype(), g.data(), g.data(), g.numel(), coef, ops::stream_of(g));
+      } else {
+        params[i].set_grad(g * coef);
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace optim
+}  // namespace ringgrad
