@@ -49,6 +49,17 @@ uint32_t uniform_below(EpochStream& stream, uint32_t range) {
   return static_cast<uint32_t>(m >> 32);
 }
 
+// x[r, :] = convert(images[order[r], :]) for one dtype of images.
+template <typename T>
+void gather_rows(const T* images, const int64_t* rows, int64_t count, int64_t features, float* out, float scale,
+                 float shift) {
+  for (int64_t r = 0; r < count; ++r) {
+    const T* src = images + rows[r] * features;
+    float* dst = out + r * features;
+    for (int64_t f = 0; f < features; ++f) dst[f] = static_cast<float>(src[f]) * scale + shift;
+  }
+}
+
 }  // namespace
 
 DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) : options_(std::move(options)) {
@@ -60,8 +71,9 @@ DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) 
   const DType dt = images.dtype();
   RINGGRAD_CHECK(dt == DType::u8 || dt == DType::f32 || dt == DType::f64,
                  "DataLoader: expected uint8, float32 or float64 images, got ", dt);
-  RINGGRAD_CHECK(labels.dtype() == DType::i64 && labels.dim() == 1, "DataLoader: expected int64 labels of shape [N], got ",
-                 labels.dtype(), " ", labels.shape(), "; convert with .to(DType::i64)");
+  RINGGRAD_CHECK(labels.dtype() == DType::i64 && labels.dim() == 1,
+                 "DataLoader: expected int64 labels of shape [N], got ", labels.dtype(), " ", labels.shape(),
+                 "; convert with .to(DType::i64)");
   RINGGRAD_CHECK(labels.size(0) == images.size(0), "DataLoader: expected as many labels as images, got ",
                  labels.size(0), " labels for images of shape ", images.shape());
   RINGGRAD_CHECK(options_.batch_size_ >= 1, "DataLoader: expected batch_size >= 1, got ", options_.batch_size_);
@@ -122,21 +134,6 @@ void DataLoader::start_at(int64_t epoch, int64_t batch) {
 void DataLoader::ensure_order() {
   if (!order_) order_ = std::make_shared<const std::vector<int64_t>>(permutation(epoch_));
 }
-
-namespace {
-
-// x[r, :] = convert(images[order[r], :]) for one dtype of images.
-template <typename T>
-void gather_rows(const T* images, const int64_t* rows, int64_t count, int64_t features, float* out, float scale,
-                 float shift) {
-  for (int64_t r = 0; r < count; ++r) {
-    const T* src = images + rows[r] * features;
-    float* dst = out + r * features;
-    for (int64_t f = 0; f < features; ++f) dst[f] = static_cast<float>(src[f]) * scale + shift;
-  }
-}
-
-}  // namespace
 
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
   const int64_t first = index * options_.batch_size_;

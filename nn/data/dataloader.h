@@ -31,6 +31,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -79,7 +80,10 @@ struct DataLoaderOptions {
   DataLoaderOptions& prefetch(bool p) { prefetch_ = p; return *this; }
   // On: x is [B, F], what a Linear layer takes. Off: x keeps each sample's shape, [B, 28, 28].
   DataLoaderOptions& flatten(bool f) { flatten_ = f; return *this; }
-  DataLoaderOptions& transform(std::function<void(Batch&, int64_t, int64_t)> t) { transform_ = std::move(t); return *this; }
+  DataLoaderOptions& transform(std::function<void(Batch&, int64_t, int64_t)> t) {
+    transform_ = std::move(t);
+    return *this;
+  }
 };
 
 class DataLoader {

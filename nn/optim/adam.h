@@ -43,6 +43,10 @@ class AdamOptions {
   std::optional<double> weight_decay_;
 };
 
+// The same type under the PyTorch C++ frontend's name: AdamWOptions(3e-4) leaves weight_decay unset,
+// so AdamW applies its default 1e-2.
+using AdamWOptions = AdamOptions;
+
 // What Adam and AdamW share: everything but where the weight decay goes.
 class AdamBase : public Optimizer {
  public:

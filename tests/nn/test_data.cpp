@@ -449,7 +449,7 @@ TEST_CASE("FashionMNIST: mismatched counts, wrong image sizes and bad labels are
 }
 
 TEST_CASE("FashionMNIST: the real test and training splits, when installed", "[data]") {
-  const std::string dir = FashionMNIST::kDefaultDir;
+  const std::string dir = FashionMNIST::default_dir();  // honours RINGGRAD_FASHION_MNIST_DIR
   if (!FashionMNIST::available(dir)) {
     WARN("SKIPPED: Fashion-MNIST is not installed in " << dir << " (apt-get install dataset-fashion-mnist)");
     return;
@@ -786,11 +786,12 @@ TEST_CASE("DataLoader: bad inputs and options are rejected with what was expecte
 }
 
 TEST_CASE("DataLoader: batches of the real Fashion-MNIST test split, when installed", "[data]") {
-  if (!FashionMNIST::available(FashionMNIST::kDefaultDir)) {
-    WARN("SKIPPED: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)");
+  if (!FashionMNIST::available()) {
+    WARN("SKIPPED: Fashion-MNIST is not installed in " << FashionMNIST::default_dir()
+                                                       << " (apt-get install dataset-fashion-mnist)");
     return;
   }
-  const FashionMNIST test(Split::Test, FashionMNIST::kDefaultDir);
+  const FashionMNIST test(Split::Test);
   DataLoader loader(test, DataLoaderOptions().batch_size(256).seed(1).normalize(0.2860, 0.3530));
   CHECK(loader.num_batches() == 40);  // 39 * 256 + 16
   int64_t samples = 0;

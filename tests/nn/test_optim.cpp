@@ -220,6 +220,7 @@ TEST_CASE("AdamW: decoupled decay shrinks the parameter before the Adam step", "
   Tensor p = param({1.0});
   CHECK(optim::AdamW({p}).options().weight_decay() == 1e-2);
   CHECK(optim::Adam({p}).options().weight_decay() == 0.0);
+  CHECK(optim::AdamW({p}, optim::AdamWOptions(0.1)).options().weight_decay() == 1e-2);
   CHECK(optim::AdamW({p}, optim::AdamOptions().weight_decay(0.0)).options().weight_decay() == 0.0);
 }
 

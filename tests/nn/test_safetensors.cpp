@@ -105,7 +105,7 @@ void check_same(const Tensor& got, const Tensor& expected) {
   CHECK(got.dtype() == expected.dtype());
   CHECK(got.shape() == expected.shape());
   CHECK(got.device() == Device::cpu());
-  CHECK(got.is_contiguous());
+  if (got.numel() > 0) CHECK(got.is_contiguous());  // core's is_contiguous() says false for some empty shapes
   CHECK(bytes_of(got) == bytes_of(expected));
 }
 
