@@ -136,6 +136,11 @@ void set_cpu_device_count(int count) {
   g_cpu_count = count;
 }
 
+void set_num_threads(int threads) {
+  RINGGRAD_CHECK(threads >= 1, "set_num_threads: expected at least 1 thread, got ", threads);
+  backend_for(DeviceKind::CPU).set_thread_count(threads);
+}
+
 void check_device(Device device, const char* op) {
   if (device.is_cpu()) {
     const int k = cpu_device_count();

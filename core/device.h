@@ -41,6 +41,11 @@ int cpu_device_count();
 // Sets the logical CPU device count; only allowed before any device was used.
 void set_cpu_device_count(int count);
 
+// Threads the CPU kernels started from the calling thread may use (its share of the cores), like
+// torch.set_num_threads but per thread: each logical device's worker sets its own share. Only large
+// GEMMs actually split; everything else runs on the calling thread.
+void set_num_threads(int threads);
+
 // Throws unless `device` exists in this process (cpu:k with k < K; cuda:k needs the CUDA backend).
 void check_device(Device device, const char* op);
 

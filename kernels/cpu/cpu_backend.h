@@ -9,8 +9,8 @@
 //   gemm.cpp       batched GEMM on Eigen maps with the bias/activation epilogue
 //   softmax.cpp    softmax, log_softmax and cross-entropy, forward and backward
 //   optim.cpp      fused SGD and Adam/AdamW parameter updates
-// All kernels run on the calling thread (each logical CPU device has its own worker); only Eigen's
-// GEMM may fan out to OpenMP threads. `Stream` is ignored. Kernels never allocate.
+// All kernels run on the calling thread (each logical CPU device has its own worker); only large
+// GEMMs fan out to the helper threads of thread_pool.h. `Stream` is ignored. Kernels never allocate.
 #pragma once
 
 #include "kernels/backend.h"
@@ -20,7 +20,7 @@ namespace ringgrad {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
-  void set_thread_count(int threads) override;  // OpenMP threads for Eigen's GEMM on this thread
+  void set_thread_count(int threads) override;  // threads a GEMM started from this thread may use
 
   void fill(DType dt, void* dst, int64_t n, double value, Stream s) override;
   void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) override;

@@ -3,8 +3,9 @@
 //
 // Budget: 2*M*N*K FLOPs against 4*(M*K + K*N + M*N) bytes (float32) per product. Arithmetic
 // intensity grows with the sizes -- for M = N = K it is M/6 FLOP/byte -- so beyond about 64 the
-// product is compute-bound and Eigen's blocked, vectorised kernel runs near the cores' peak
-// (it may fan out to OpenMP threads). Small products are memory- and overhead-bound.
+// product is compute-bound and Eigen's blocked, vectorised kernel runs near the cores' peak. Large
+// products are split into bands of C computed on several threads (kernels/cpu/thread_pool.h);
+// small products are memory- and overhead-bound and stay on the calling thread.
 //
 // Nothing is copied: a buffer becomes an Eigen::Map with an outer stride (the leading dimension),
 // and a transposed operand is the .transpose() of its map, which Eigen's kernel reads in place.
@@ -12,13 +13,11 @@
 #include <algorithm>
 
 #include <Eigen/Core>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
 namespace {
@@ -72,6 +71,40 @@ void epilogue(T* c, int64_t m, int64_t n, int64_t ldc, const T* bias, Activation
   }
 }
 
+// One product on a block of C: C = alpha op(A) op(B) + beta C, then + bias, then the activation.
+template <typename T, bool kTransA, bool kTransB>
+void gemm_block(const T* a, const T* b, T* c, const T* bias, int64_t m, int64_t n, int64_t k, int64_t lda,
+                int64_t ldb, int64_t ldc, T alpha, T beta, Activation activation) {
+  MatrixMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
+  if (k == 0) {
+    // An empty sum: op(A) op(B) is all zeros, leaving C = beta C (+ bias, activation below).
+    if (beta == T(0)) {
+      C.setZero();
+    } else if (beta != T(1)) {
+      C *= beta;
+    }
+  } else {
+    const auto A = operand<kTransA>(a, m, k, lda);
+    const auto B = operand<kTransB>(b, k, n, ldb);
+    if (beta == T(0)) {
+      // Assigned, not scaled: beta = 0 means C's old contents are ignored, NaN included
+      // (0 * NaN would be NaN), so C may be fresh uninitialised memory.
+      C.noalias() = alpha * A * B;
+    } else {
+      if (beta != T(1)) C *= beta;
+      C.noalias() += alpha * A * B;
+    }
+  }
+  epilogue(c, m, n, ldc, bias, activation);
+}
+
+// Products below this many FLOPs run on the calling thread alone: waking helpers costs a few
+// microseconds, which only pays off once a product takes a millisecond or so.
+constexpr double kParallelMinFlops = 1 << 24;
+// Each thread's band keeps at least this many rows (or columns) of C, so Eigen's blocked kernel
+// still works on full-size panels.
+constexpr int64_t kMinBand = 32;
+
 template <typename T, bool kTransA, bool kTransB>
 void gemm_batched(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
@@ -81,57 +114,33 @@ void gemm_batched(const GemmArgs& g) {
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
   const T* bias = static_cast<const T*>(g.bias);
 
+  // Split C into horizontal bands (rows of op(A)) or vertical ones (columns of op(B)), whichever
+  // dimension is larger; every band is an independent product over the same k.
+  const bool split_rows = m >= n;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const int64_t bands_max = std::max<int64_t>(1, (split_rows ? m : n) / kMinBand);
+  const int parts = flops < kParallelMinFlops ? 1 : static_cast<int>(std::min<int64_t>(cpu::kernel_threads(), bands_max));
+
   for (int64_t p = 0; p < g.batch; ++p) {
+    const T* a = static_cast<const T*>(g.a) + p * g.stride_a;
+    const T* b = static_cast<const T*>(g.b) + p * g.stride_b;
     T* c = static_cast<T*>(g.c) + p * g.stride_c;
-    MatrixMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
-    if (k == 0) {
-      // An empty sum: op(A) op(B) is all zeros, leaving C = beta C (+ bias, activation below).
-      if (beta == T(0)) {
-        C.setZero();
-      } else if (beta != T(1)) {
-        C *= beta;
-      }
-    } else {
-      const auto A = operand<kTransA>(static_cast<const T*>(g.a) + p * g.stride_a, m, k, lda);
-      const auto B = operand<kTransB>(static_cast<const T*>(g.b) + p * g.stride_b, k, n, ldb);
-      if (beta == T(0)) {
-        // Assigned, not scaled: beta = 0 means C's old contents are ignored, NaN included
-        // (0 * NaN would be NaN), so C may be fresh uninitialised memory.
-        C.noalias() = alpha * A * B;
+    cpu::parallel_for(parts, [&](int part) {
+      if (split_rows) {
+        const int64_t i0 = m * part / parts, i1 = m * (part + 1) / parts;
+        // Rows i0.. of op(A): rows of A as stored, or columns of the stored transpose.
+        const T* a_band = a + (kTransA ? i0 : i0 * lda);
+        gemm_block<T, kTransA, kTransB>(a_band, b, c + i0 * ldc, bias, i1 - i0, n, k, lda, ldb, ldc, alpha, beta,
+                                        g.activation);
       } else {
-        if (beta != T(1)) C *= beta;
-        C.noalias() += alpha * A * B;
+        const int64_t j0 = n * part / parts, j1 = n * (part + 1) / parts;
+        const T* b_band = b + (kTransB ? j0 * ldb : j0);  // columns j0.. of op(B)
+        gemm_block<T, kTransA, kTransB>(a, b_band, c + j0, bias ? bias + j0 : nullptr, m, j1 - j0, k, lda, ldb,
+                                        ldc, alpha, beta, g.activation);
       }
-    }
-    epilogue(c, m, n, ldc, bias, g.activation);
+    });
   }
 }
-
-// Products below this many FLOPs run on the calling thread alone. Waking an OpenMP team costs a
-// few microseconds, and when the cores are busy (other processes, or the other logical devices'
-// workers) its spin-waiting threads can stretch a 64x64 product from 50 us to milliseconds.
-constexpr double kParallelMinFlops = 1 << 24;
-
-// Limits OpenMP to one thread for this scope when the work is small; restores the setting after.
-class SmallProductGuard {
- public:
-  explicit SmallProductGuard(double flops) {
-#ifdef _OPENMP
-    if (flops < kParallelMinFlops) {
-      previous_ = omp_get_max_threads();
-      omp_set_num_threads(1);
-    }
-#endif
-  }
-  ~SmallProductGuard() {
-#ifdef _OPENMP
-    if (previous_ > 0) omp_set_num_threads(previous_);
-#endif
-  }
-
- private:
-  int previous_ = 0;
-};
 
 }  // namespace
 
@@ -141,7 +150,6 @@ void CpuBackend::gemm(const GemmArgs& g, Stream) {
     RINGGRAD_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm: expected non-negative sizes, got m=",
                    g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
     if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // C is empty: nothing to write
-    const SmallProductGuard threads(2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k));
     if (g.trans_a) {
       g.trans_b ? gemm_batched<T, true, true>(g) : gemm_batched<T, true, false>(g);
     } else {

@@ -7,9 +7,11 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "kernels/philox.h"
@@ -140,10 +142,19 @@ TEST_CASE("gemm: a 17x33x65 product is right in float32 and float64", "[kernels]
   check_gemm<double>(17, 33, 65, trans_a, trans_b, /*beta=*/0.0);
 }
 
-TEST_CASE("gemm: a product large enough for Eigen to split across threads is right", "[kernels]") {
-  // 96*80*70 multiply-adds is ten times Eigen's minimum task size, so with OpenMP it runs threaded.
+TEST_CASE("gemm: a product split into bands across threads is right, by rows and by columns", "[kernels]") {
+  // 2*m*n*k >= 2^24 FLOPs, so gemm.cpp splits C into bands, one per thread: by rows when m >= n,
+  // by columns (and the bias with them) otherwise. Every transpose case moves the band's pointer
+  // differently, so all four are checked in both directions.
   const bool trans_a = GENERATE(false, true);
-  check_gemm<float>(96, 80, 70, trans_a, !trans_a, /*beta=*/0.5);
+  const bool trans_b = GENERATE(false, true);
+  INFO("trans_a " << trans_a << " trans_b " << trans_b);
+  ringgrad::set_num_threads(3);  // more bands than cores, and an uneven split of 257 and 131
+  check_gemm<float>(257, 131, 260, trans_a, trans_b, /*beta=*/0.5, /*batch=*/1, false, /*with_bias=*/true,
+                    Activation::Relu);
+  check_gemm<float>(131, 257, 260, trans_a, trans_b, /*beta=*/0.0, /*batch=*/2, false, /*with_bias=*/true,
+                    Activation::Relu);
+  ringgrad::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
 TEST_CASE("gemm: beta = 0 overwrites a C that holds NaN", "[kernels]") {

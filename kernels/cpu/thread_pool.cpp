@@ -1,0 +1,116 @@
+// kernels/cpu/thread_pool.cpp: sleeping helper threads that claim parts of a job.
+//
+// A job is a counter of parts. The caller posts one wake-up per extra part, then claims parts
+// itself; each woken helper claims the next unclaimed part, if any is left. Claiming is one atomic
+// increment, so a part is never run twice and a slow helper never delays the caller: whatever is
+// unclaimed when the caller gets there, the caller runs.
+#include "kernels/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ringgrad {
+namespace cpu {
+namespace {
+
+struct Job {
+  explicit Job(int parts, const std::function<void(int)>& fn) : parts(parts), fn(fn) {}
+  const int parts;
+  const std::function<void(int)>& fn;  // lives on the caller's stack; only touched while a part runs
+  std::atomic<int> next{0};            // next unclaimed part
+  std::atomic<int> finished{0};
+  std::mutex mutex;
+  std::condition_variable all_done;
+  std::exception_ptr error;
+
+  // Claims and runs parts until none is left.
+  void work() {
+    for (int part; (part = next.fetch_add(1)) < parts;) {
+      try {
+        fn(part);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+      if (finished.fetch_add(1) + 1 == parts) {
+        std::lock_guard<std::mutex> lock(mutex);
+        all_done.notify_all();
+      }
+    }
+  }
+};
+
+class Pool {
+ public:
+  Pool() {
+    const int helpers = std::max(1u, std::thread::hardware_concurrency()) - 1;
+    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  // Never destroyed (see instance()), so helpers never race with static destruction at exit.
+
+  void post(const std::shared_ptr<Job>& job, int wakeups) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int i = 0; i < wakeups; ++i) queue_.push_back(job);
+    }
+    if (wakeups == 1) wake_.notify_one();
+    else wake_.notify_all();
+  }
+
+  static Pool& instance() {
+    static Pool* pool = new Pool();
+    return *pool;
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->work();  // the shared_ptr keeps the counters alive even if the caller has returned
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::thread> threads_;
+};
+
+thread_local int t_kernel_threads = 0;  // 0: not set on this thread, use every core
+
+}  // namespace
+
+int kernel_threads() {
+  return t_kernel_threads > 0 ? t_kernel_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void set_kernel_threads(int threads) { t_kernel_threads = std::max(1, threads); }
+
+void parallel_for(int parts, const std::function<void(int)>& fn) {
+  if (parts <= 1) {
+    if (parts == 1) fn(0);
+    return;
+  }
+  auto job = std::make_shared<Job>(parts, fn);
+  Pool::instance().post(job, parts - 1);
+  job->work();
+  std::unique_lock<std::mutex> lock(job->mutex);
+  job->all_done.wait(lock, [&] { return job->finished.load() == parts; });
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+}  // namespace cpu
+}  // namespace ringgrad
