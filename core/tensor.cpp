@@ -16,6 +16,7 @@ int64_t Tensor::size(int64_t dim) const { return shape()[ops::wrap_dim(dim, this
 int64_t Tensor::stride(int64_t dim) const { return strides()[ops::wrap_dim(dim, this->dim(), "stride")]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to lay out, as in PyTorch
   int64_t expected = 1;
   const TensorImpl& t = checked();
   for (int64_t i = t.shape.size() - 1; i >= 0; --i) {

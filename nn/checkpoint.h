@@ -42,7 +42,8 @@ constexpr char kCheckpointFormat[] = "ringgrad.checkpoint.v1";
 void save_model(const std::string& path, const Module& model);
 // Loads weights into the module in place (Module::load_state_dict): keys may carry a leading
 // "module." (PyTorch DataParallel/DDP checkpoints). With `strict` the error lists every missing,
-// unexpected and mis-shaped name; a load that fails changes nothing.
+// unexpected and mis-shaped name; a load that fails changes nothing. Given a training checkpoint,
+// it loads the checkpoint's "model." part, so one file also serves evaluation.
 void load_model(const std::string& path, Module& model, bool strict = true);
 
 // Where a training run stands, besides its tensors.
