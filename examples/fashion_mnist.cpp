@@ -1,7 +1,9 @@
 // examples/fashion_mnist.cpp: train an MLP on Fashion-MNIST, the way one would with PyTorch.
 //
 //   ./build/examples/fashion_mnist --epochs 15 --optimizer sgd --save run.ckpt
-//   ./build/examples/fashion_mnist --resume run.ckpt          # continue after a crash
+//   ./build/examples/fashion_mnist --resume run.ckpt --save run.ckpt   # continue after a crash
+//   (--stop-after N ends the first run after N epochs, to try it: the resumed run prints the same
+//   numbers, bit for bit, as one that never stopped)
 //
 // The model is a user-defined module (nn::Cloneable + reset(), see nn/module.h) so its layers are
 // typed members: model->fc1->weight. Each epoch prints loss, accuracy, samples/s and time left;
@@ -31,13 +33,14 @@ struct Args {
   uint64_t seed = 0;
   std::string save, resume, data_dir;
   double target = 0;  // minimum test accuracy, 0 = no check
+  int64_t stop_after = -1;  // stop after this many epochs, as if the run crashed (to try --resume)
 };
 
 void usage() {
   std::printf(
       "usage: fashion_mnist [--epochs N] [--batch-size B] [--lr LR] [--optimizer sgd|adamw] [--hidden H]\n"
       "                     [--device cpu:K] [--seed S] [--save PATH] [--resume PATH] [--data DIR]\n"
-      "                     [--target ACC]\n");
+      "                     [--target ACC] [--stop-after EPOCHS]\n");
 }
 
 Args parse(int argc, char** argv) {
@@ -61,6 +64,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--resume") a.resume = value;
     else if (flag == "--data") a.data_dir = value;
     else if (flag == "--target") a.target = std::stod(value);
+    else if (flag == "--stop-after") a.stop_after = std::stoll(value);
     else throw Error("fashion_mnist: unknown flag " + flag + " (see --help)");
   }
   RINGGRAD_CHECK(a.optimizer == "sgd" || a.optimizer == "adamw", "fashion_mnist: --optimizer is sgd or adamw, got ",
@@ -190,6 +194,11 @@ int main(int argc, char** argv) {
         state.step = (epoch + 1) * train.num_batches();
         nn::capture_rng_state(state);
         nn::save_checkpoint(args.save, *model, *opt, state);
+      }
+      if (epoch + 1 == args.stop_after) {
+        std::printf("# stopping after epoch %lld as asked (--stop-after); continue with --resume\n",
+                    static_cast<long long>(epoch + 1));
+        return 0;
       }
     }
     const double total = std::chrono::duration<double>(clock::now() - start).count();
