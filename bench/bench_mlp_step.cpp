@@ -11,8 +11,8 @@
 //
 // PyTorch (bench/torch_mlp_step.py, torch.set_num_threads) runs after ringgrad, so the two never
 // share the cores, from the very same data and initial weights, written to a temporary raw file.
-// ringgrad's kernels take their thread count from OpenMP (only the large GEMMs are threaded); it is
-// set here with omp_set_num_threads on the calling thread, which runs the whole step (one device).
+// ringgrad's thread count is set with ringgrad::set_num_threads on the calling thread, which runs
+// the whole step (one device, so backward runs there too); only the large GEMMs split across threads.
 //
 // Correctness (#wrong): every loss must be finite and the last below the first; and the first
 // `curve` losses must match PyTorch's within float32 tolerance (same weights, data and rule).
@@ -24,9 +24,6 @@
 
 #include "nn/optim/sgd.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -140,9 +137,7 @@ double ms_between(bench::Clock::time_point a, bench::Clock::time_point b) {
 }
 
 Run run_ringgrad(const Problem& p, int threads, int warmup, int steps) {
-#ifdef _OPENMP
-  omp_set_num_threads(threads);  // this thread runs every kernel of the step (one CPU device)
-#endif
+  rg::set_num_threads(threads);  // for kernels started from this thread, which runs the whole step
   Run run;
   run.threads = threads;
   auto model = std::make_shared<rg::nn::MLP>(kSizes, rg::nn::MLP::Act::Relu);
@@ -359,19 +354,15 @@ int main(int argc, char** argv) {
 
     std::string threads_list;
     for (int t : opt.threads) threads_list += (threads_list.empty() ? "" : ",") + std::to_string(t);
-#ifdef _OPENMP
-    const char* threading = "openmp";
-#else
-    const char* threading = "none (built without OpenMP: every thread count runs on one thread)";
-#endif
+    const char* threading = "ringgrad::set_num_threads, torch.set_num_threads";
     const std::string torch_desc =
         pt_runs.empty() ? "pytorch=- (" + torch_why + ")"
                         : "pytorch=" + kv["torch_version"] + " eager cpu, " + kv["python"] + ", blas: " + kv["blas"];
     std::printf("# ringgrad bench_mlp_step  model=784-1024-1024-10 relu  batch=%lld  dtype=float32  "
                 "loss=cross_entropy(mean)  optim=SGD(lr=%g, momentum=%g)\n",
                 static_cast<long long>(kBatch), kLr, kMomentum);
-    std::printf("#   threads=%s (%s)  cpu_devices=%d  curve=%d  warmup=%d  steps=%d  seed=%llu  commit=%s%s\n",
-                threads_list.c_str(), threading, rg::cpu_device_count(), kCurve, warmup, steps,
+    std::printf("#   threads=%s  cpu_devices=%d  curve=%d  warmup=%d  steps=%d  seed=%llu  commit=%s%s\n",
+                threads_list.c_str(), rg::cpu_device_count(), kCurve, warmup, steps,
                 static_cast<unsigned long long>(opt.seed), RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
     std::printf("# %s\n", torch_desc.c_str());
     std::printf("# step = forward + backward + optim, median over the timed steps, p10/p90 beside it; the other\n"

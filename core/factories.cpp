@@ -17,14 +17,21 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (int64_t s : shape) RINGGRAD_CHECK(s >= 0, "empty: expected non-negative sizes, got ", shape);
+  // The byte count must fit in int64 before anything multiplies it out (a corrupt file's header
+  // can ask for 2^32 x 2^32 elements).
+  int64_t nbytes = dtype_size(options.dtype_);
+  for (int64_t s : shape) {
+    RINGGRAD_CHECK(s >= 0, "empty: expected non-negative sizes, got ", shape);
+    RINGGRAD_CHECK(!__builtin_mul_overflow(nbytes, s, &nbytes), "empty: shape ", shape, " of ", options.dtype_,
+                   " needs more bytes than fit in int64");
+  }
   check_device(options.device_, "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype_;
   impl->device = options.device_;
-  impl->storage = std::make_shared<Storage>(options.device_, shape.numel() * dtype_size(options.dtype_));
+  impl->storage = std::make_shared<Storage>(options.device_, nbytes);
   return finish(Tensor(std::move(impl)), options);
 }
 

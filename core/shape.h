@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <climits>
 #include <initializer_list>
 #include <ostream>
 #include <vector>
@@ -75,13 +76,15 @@ inline std::ostream& operator<<(std::ostream& os, const Shape& s) {
   return os << ']';
 }
 
-// Row-major (C-order) strides for a shape: the last dimension is contiguous.
+// Row-major (C-order) strides for a shape: the last dimension is contiguous. Sizes of 0 count as 1
+// (as in PyTorch); an empty tensor's strides are never used to address memory, so where its
+// other sizes would overflow int64 the stride saturates instead.
 inline Shape contiguous_strides(const Shape& shape) {
   Shape strides = shape;
   int64_t stride = 1;
   for (int64_t i = shape.size() - 1; i >= 0; --i) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    if (__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride)) stride = INT64_MAX;
   }
   return strides;
 }
