@@ -69,6 +69,7 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }  // same handle target
+  long use_count() const { return impl_.use_count(); }  // handles sharing this impl
 
   // --- metadata ----------------------------------------------------------------------------------
   const Shape& shape() const { return checked().shape; }

@@ -29,10 +29,14 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
     if (replaced.defined()) grad = replaced;
   }
   if (!meta.grad.defined()) {
-    // A copy, because the incoming tensor may be shared: add's backward hands the same tensor to both
-    // inputs, and two leaves' .grad must never alias. (PyTorch skips the copy when it can prove it
-    // holds the only reference; this costs one memcpy per parameter per backward.)
-    meta.grad = grad.detach().clone();
+    // Take the incoming tensor when nothing else can see it: the engine's buffer and `grad` here
+    // are its only handles, no other tensor shares its memory, and it is dense. Otherwise copy --
+    // add's backward hands the same tensor to both inputs, and two leaves' .grad must never alias.
+    // (PyTorch makes the same test; the copy it avoids is a full pass over every parameter.)
+    const bool exclusive = grad.use_count() <= 2 && grad.storage() && grad.storage().use_count() == 1 &&
+                           grad.is_contiguous() && grad.offset() == 0 && !grad.grad_fn() &&
+                           grad.storage()->nbytes() == grad.numel() * grad.element_size();
+    meta.grad = exclusive ? grad : grad.detach().clone();
   } else {
     meta.grad = add(meta.grad, grad);  // out of place: a .grad someone still holds is never modified
   }

@@ -12,32 +12,52 @@
 // operation: scalar factors are formed in double, as Python does, then rounded to the parameter's
 // dtype, and each line below names the PyTorch call it mirrors. Results agree with PyTorch to
 // rounding (PyTorch's vectorised add uses fused multiply-adds where the CPU has them).
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
 namespace {
 
-template <typename T>
-void sgd_step_typed(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& a) {
+// One loop per combination of flags, each flag a compile-time constant: the compiler then sees a
+// branch-free body and vectorises it. (With the flags as runtime tests, GCC could not vectorise the
+// conditional read of buf and ran this loop one element at a time, 2.3x slower.)
+template <typename T, bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n, const SgdStepArgs& a) {
   const T weight_decay = T(a.weight_decay);
   const T momentum = T(a.momentum);
   const T one_minus_dampening = T(1.0 - a.dampening);
   const T minus_lr = T(-a.lr);
-  const bool decay = a.weight_decay != 0.0;
   for (int64_t i = 0; i < n; ++i) {
     T d = g[i];
-    if (decay) d = d + weight_decay * p[i];  // d_p = d_p.add(param, alpha=weight_decay)
-    if (buf) {
+    if (kDecay) d = d + weight_decay * p[i];  // d_p = d_p.add(param, alpha=weight_decay)
+    if (kMomentum) {
       // buf = clone(d_p) on the first step, else buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-      const T b = a.first_step ? d : buf[i] * momentum + one_minus_dampening * d;
+      const T b = kFirst ? d : buf[i] * momentum + one_minus_dampening * d;
       buf[i] = b;
-      d = a.nesterov ? d + momentum * b : b;  // d_p = d_p.add(buf, alpha=momentum) or d_p = buf
+      d = kNesterov ? d + momentum * b : b;  // d_p = d_p.add(buf, alpha=momentum) or d_p = buf
     }
     p[i] = p[i] + minus_lr * d;  // param.add_(d_p, alpha=-lr)
   }
+}
+
+template <typename T>
+void sgd_step_typed(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& a) {
+  const bool decay = a.weight_decay != 0.0;
+  // Turns the four runtime flags into template arguments, one at a time.
+  auto with = [&](auto d, auto m, auto f, auto v) {
+    sgd_loop<T, decltype(d)::value, decltype(m)::value, decltype(f)::value, decltype(v)::value>(p, g, buf, n, a);
+  };
+  using Y = std::true_type;
+  using N = std::false_type;
+  auto pick_nesterov = [&](auto d, auto m, auto f) { a.nesterov ? with(d, m, f, Y{}) : with(d, m, f, N{}); };
+  auto pick_first = [&](auto d, auto m) { a.first_step ? pick_nesterov(d, m, Y{}) : pick_nesterov(d, m, N{}); };
+  auto pick_momentum = [&](auto d) { buf ? pick_first(d, Y{}) : with(d, N{}, N{}, N{}); };
+  decay ? pick_momentum(Y{}) : pick_momentum(N{});
 }
 
 template <typename T>
@@ -69,11 +89,30 @@ void adam_step_typed(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs
 
 }  // namespace
 
+// Large parameters are updated in chunks on several threads: each element's update is independent.
+// Chunks are whole multiples of 64 elements so no two threads share a cache line.
+constexpr int64_t kParallelMinElements = 1 << 18;
+
+template <typename F>
+void in_chunks(int64_t n, F&& update) {
+  const int parts = n < kParallelMinElements ? 1 : cpu::kernel_threads();
+  cpu::parallel_for(parts, [&](int part) {
+    const int64_t begin = std::min(n, (n * part / parts) / 64 * 64);
+    const int64_t end = part + 1 == parts ? n : std::min(n, (n * (part + 1) / parts) / 64 * 64);
+    if (end > begin) update(begin, end - begin);
+  });
+}
+
 void CpuBackend::sgd_step(DType dt, void* param, const void* grad, void* momentum_buffer, int64_t n,
                           const SgdStepArgs& args, Stream) {
   cpu::dispatch_floating("sgd_step", dt, [&](auto zero) {
     using T = decltype(zero);
-    sgd_step_typed(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer), n, args);
+    T* p = static_cast<T*>(param);
+    const T* g = static_cast<const T*>(grad);
+    T* buf = static_cast<T*>(momentum_buffer);
+    in_chunks(n, [&](int64_t begin, int64_t count) {
+      sgd_step_typed(p + begin, g + begin, buf ? buf + begin : nullptr, count, args);
+    });
   });
 }
 
@@ -81,8 +120,11 @@ void CpuBackend::adam_step(DType dt, void* param, const void* grad, void* exp_av
                            const AdamStepArgs& args, Stream) {
   cpu::dispatch_floating("adam_step", dt, [&](auto zero) {
     using T = decltype(zero);
-    adam_step_typed(static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
-                    static_cast<T*>(exp_avg_sq), n, args);
+    T* p = static_cast<T*>(param);
+    const T* g = static_cast<const T*>(grad);
+    T* m = static_cast<T*>(exp_avg);
+    T* v = static_cast<T*>(exp_avg_sq);
+    in_chunks(n, [&](int64_t begin, int64_t count) { adam_step_typed(p + begin, g + begin, m + begin, v + begin, count, args); });
   });
 }
 

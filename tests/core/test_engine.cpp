@@ -573,3 +573,18 @@ TEST_CASE("engine: two threads can run backward on independent graphs at the sam
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-12));
   }
 }
+
+TEST_CASE("engine: leaves that receive the same gradient tensor get separate .grad memory", "[engine]") {
+  // add's backward hands one tensor to both inputs; AccumulateGrad may keep an incoming gradient
+  // only when nothing else holds it, so here at least one of the two must be a copy.
+  Tensor a = ones({3, 4}).requires_grad_(true);
+  Tensor b = ones({3, 4}).requires_grad_(true);
+  sum(a + b).backward();
+  REQUIRE(a.grad().defined());
+  REQUIRE(b.grad().defined());
+  CHECK(a.grad().storage() != b.grad().storage());
+  CHECK(a.grad().to_vector<float>() == std::vector<float>(12, 1.0f));
+  // A gradient kept without a copy is still the leaf's alone: changing it leaves the other intact.
+  { NoGradGuard no_grad; a.grad().copy_(zeros({3, 4})); }
+  CHECK(b.grad().to_vector<float>() == std::vector<float>(12, 1.0f));
+}

@@ -5,7 +5,6 @@
 // devices -- not for one exact sentence, so the wording may improve without breaking the tests.
 #include <catch2/catch.hpp>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,34 +14,11 @@
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
+#include "test_util.h"
 
 using namespace ringgrad;
 
 namespace {
-
-// Matches a ringgrad::Error whose message contains every one of the given pieces.
-class MessageContainsAll : public Catch::MatcherBase<Error> {
- public:
-  explicit MessageContainsAll(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
-  bool match(const Error& e) const override {
-    const std::string what = e.what();
-    for (const std::string& p : pieces_)
-      if (what.find(p) == std::string::npos) return false;
-    return true;
-  }
-  std::string describe() const override {
-    std::ostringstream os;
-    os << "has a message containing all of:";
-    for (const std::string& p : pieces_) os << " \"" << p << "\"";
-    return os.str();
-  }
-
- private:
-  std::vector<std::string> pieces_;
-};
-
-// CHECK_ERROR(expr, "piece", ...): expr throws ringgrad::Error and the message contains every piece.
-#define CHECK_ERROR(expr, ...) CHECK_THROWS_MATCHES(expr, ::ringgrad::Error, MessageContainsAll({__VA_ARGS__}))
 
 Tensor f32(const Shape& shape) { return randn(shape, DType::f32, 1); }
 Tensor f64(const Shape& shape) { return randn(shape, DType::f64, 2); }

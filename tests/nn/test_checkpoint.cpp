@@ -6,9 +6,6 @@
 // too.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -26,31 +23,14 @@
 #include "nn/optim/sgd.h"
 #include "nn/safetensors.h"
 #include "nn/sequential.h"
+#include "test_util.h"
 
 using namespace ringgrad;
 using Catch::Matchers::Contains;
+using ringgrad::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("ringgrad_checkpoint_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::vector<uint8_t> bytes_of(const Tensor& t) {
   const Tensor dense = t.detach().to(Device::cpu()).contiguous();

@@ -3,7 +3,6 @@
 // resuming, and the prefetch thread's shutdown and error paths).
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -17,7 +16,6 @@
 #include <fstream>
 #include <mutex>
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -29,59 +27,16 @@
 #include "nn/data/dataloader.h"
 #include "nn/data/fashion_mnist.h"
 #include "nn/data/idx.h"
+#include "test_util.h"
 
 using namespace ringgrad;
 using namespace ringgrad::data;
+using ringgrad::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Matches a ringgrad::Error whose message contains every one of the given pieces.
-class MessageContainsAll : public Catch::MatcherBase<Error> {
- public:
-  explicit MessageContainsAll(std::vector<std::string> pieces) : pieces_(std::move(pieces)) {}
-  bool match(const Error& e) const override {
-    const std::string what = e.what();
-    for (const std::string& p : pieces_)
-      if (what.find(p) == std::string::npos) return false;
-    return true;
-  }
-  std::string describe() const override {
-    std::ostringstream os;
-    os << "has a message containing all of:";
-    for (const std::string& p : pieces_) os << " \"" << p << "\"";
-    return os.str();
-  }
-
- private:
-  std::vector<std::string> pieces_;
-};
-
-// CHECK_ERROR(expr, "piece", ...): expr throws ringgrad::Error and the message contains every piece.
-#define CHECK_ERROR(expr, ...) CHECK_THROWS_MATCHES(expr, ::ringgrad::Error, MessageContainsAll({__VA_ARGS__}))
-
 using Bytes = std::vector<uint8_t>;
-
-// A fresh folder under the system's temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("ringgrad_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 // Sets an environment variable for one scope, restoring the old value (or its absence) after.
 class ScopedEnv {

@@ -8,9 +8,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -24,37 +22,14 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/safetensors.h"
+#include "test_util.h"
 
 using namespace ringgrad;
 using Catch::Matchers::Contains;
+using ringgrad::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the system's temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("ringgrad_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename().string());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
