@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 
+from torch_common import blas_libraries  # bench/torch_common.py, beside this script
+
 
 def time_per_call(loop, reps, min_time):
     """loop(n) runs n calls; returns ns per call of each of `reps` timed loops."""
@@ -41,21 +43,6 @@ def time_per_call(loop, reps, min_time):
         if gc_was_enabled:
             gc.enable()
     return result
-
-
-def blas_libraries():
-    """Names of the BLAS libraries mapped into this process (Linux), e.g. libopenblasp-r0.3.21.so."""
-    names = set()
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split()[-1]
-                base = os.path.basename(path)
-                if "blas" in base or "mkl" in base:
-                    names.add(os.path.basename(os.path.dirname(path)) + "/" + base)
-    except OSError:
-        pass
-    return ",".join(sorted(names)) or "unknown"
 
 
 def main():
