@@ -1,0 +1,254 @@
+// bench/bench_gemm_cuda.cpp: float32 GEMM throughput -- ringgrad's CUDA kernel (kernels/cuda/gemm.cu)
+// against cuBLAS SGEMM (TF32 off: CUBLAS_DEFAULT_MATH) and the CPU backend's Eigen GEMM.
+//
+// GFLOP/s = 2*M*N*K / time. GPU times come from cudaEvents around `iters` back-to-back launches on
+// one stream, after `warmup` untimed launches; the median of `reps` such loops is reported. The CPU
+// is timed with bench::time_per_call, only for products of at most --cpu-max-gflop GFLOP (the 4096^3
+// ones take seconds each on the CPU). Issue 3/8's first target: native >= 80% of cuBLAS at 4096^3;
+// the H200's float32 (non-tensor) peak is ~67 TFLOP/s.
+//
+// Every result is checked: native against cuBLAS, and cuBLAS against the CPU where the CPU ran, with
+// a tolerance growing with k; the last column counts wrong elements, and any wrong result exits 1.
+//
+//   bench_gemm_cuda [--quick] [--reps N] [--iters N] [--cpu-max-gflop X] [--json FILE]
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <ringgrad/ringgrad.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/probe.h"
+
+#ifndef RINGGRAD_BENCH_COMMIT
+#define RINGGRAD_BENCH_COMMIT "unknown"
+#endif
+
+namespace rg = ringgrad;
+
+namespace {
+
+struct Options {
+  bool quick = false;
+  int reps = 5;
+  int iters = 10;
+  int warmup = 3;
+  double cpu_max_gflop = 2.5;
+  std::string json;
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: bench_gemm_cuda [--quick] [--reps N] [--iters N] [--cpu-max-gflop X] [--json FILE]\n"
+               "  --quick            square shapes up to 2048 only, fewer repetitions\n"
+               "  --reps N           timed loops per measurement (median reported; default 5)\n"
+               "  --iters N          launches per timed loop (default 10)\n"
+               "  --cpu-max-gflop X  time the CPU only for products of at most X GFLOP (default 2.5)\n"
+               "  --json FILE        also write the rows as JSON\n");
+}
+
+struct Shape {
+  const char* name;
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+struct Device {
+  float* p = nullptr;
+  explicit Device(size_t n) { RINGGRAD_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float))); }
+  ~Device() { cudaFree(p); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+};
+
+std::vector<float> seeded_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& e : v) e = dist(rng);
+  return v;
+}
+
+int64_t count_wrong(const std::vector<float>& got, const std::vector<float>& want, int64_t k) {
+  const double tol = 1e-6 + 3e-7 * static_cast<double>(k);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(diff <= tol * (1.0 + std::fabs(static_cast<double>(want[i]))))) ++wrong;
+  }
+  return wrong;
+}
+
+// Median milliseconds per launch of fn() on `stream`.
+template <typename F>
+double gpu_ms_per_call(F&& fn, cudaStream_t stream, const Options& opt) {
+  for (int i = 0; i < opt.warmup; ++i) fn();  // never timed
+  RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaEvent_t start, stop;
+  RINGGRAD_CUDA_CHECK(cudaEventCreate(&start));
+  RINGGRAD_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int r = 0; r < opt.reps; ++r) {
+    RINGGRAD_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < opt.iters; ++i) fn();
+    RINGGRAD_CUDA_CHECK(cudaEventRecord(stop, stream));
+    RINGGRAD_CUDA_CHECK(cudaEventSynchronize(stop));
+    float elapsed = 0;
+    RINGGRAD_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+    ms.push_back(elapsed / opt.iters);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return bench::median(ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--quick") {
+      opt.quick = true, opt.reps = 3, opt.iters = 5;
+    } else if (arg == "--reps" && has_value) {
+      opt.reps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--iters" && has_value) {
+      opt.iters = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--cpu-max-gflop" && has_value) {
+      opt.cpu_max_gflop = std::atof(argv[++i]);
+    } else if (arg == "--json" && has_value) {
+      opt.json = argv[++i];
+    } else if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  try {
+    if (rg::cuda_device_count() == 0) {
+      std::fprintf(stderr, "bench_gemm_cuda: no CUDA GPU (cuda_device_count() is 0); nothing to measure\n");
+      return 2;
+    }
+    cudaDeviceProp prop{};
+    RINGGRAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    RINGGRAD_CUDA_CHECK(cudaSetDevice(0));
+
+    // The MLP of issue 3/8 (784-4096-4096-10, batch 4096) and a small one (784-1024, batch 256):
+    // forward y = x W^T (NT), backward dx = dy W (NN) and dW = dy^T x (TN).
+    std::vector<Shape> shapes = {
+        {"square", 1024, 1024, 1024, false, false},
+        {"square", 2048, 2048, 2048, false, false},
+        {"square", 4096, 4096, 4096, false, false},
+        {"mlp-fwd", 256, 1024, 784, false, true},
+        {"mlp-fwd", 4096, 4096, 784, false, true},
+        {"mlp-fwd", 4096, 4096, 4096, false, true},
+        {"mlp-fwd", 4096, 10, 4096, false, true},
+        {"mlp-dx", 4096, 784, 4096, false, false},
+        {"mlp-dw", 4096, 4096, 4096, true, false},
+        {"mlp-dw", 4096, 784, 4096, true, false},
+    };
+    if (opt.quick) shapes.resize(2);
+
+    cudaStream_t stream;
+    RINGGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cublasHandle_t handle;
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw rg::Error("cublasCreate failed");
+    cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);  // true float32: no TF32
+
+    bench::Table table("gemm", {{"shape", "", 8, true},
+                                {"m", "", 6},
+                                {"n", "", 6},
+                                {"k", "", 6},
+                                {"op", "", 3, true},
+                                {"native", "us", 9},
+                                {"native", "GFLOP/s", 9},
+                                {"cublas", "GFLOP/s", 9},
+                                {"native/cublas", "%", 13},
+                                {"cpu", "GFLOP/s", 8},
+                                {"#wrong", "", 7}});
+    int64_t total_wrong = 0;
+    for (const Shape& s : shapes) {
+      const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+      const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+      const std::vector<float> a = seeded_values(static_cast<size_t>(a_rows * a_cols), 1);
+      const std::vector<float> b = seeded_values(static_cast<size_t>(b_rows * b_cols), 2);
+      const size_t c_size = static_cast<size_t>(s.m * s.n);
+      Device da(a.size()), db(b.size()), dc_native(c_size), dc_cublas(c_size);
+      RINGGRAD_CUDA_CHECK(cudaMemcpy(da.p, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
+      RINGGRAD_CUDA_CHECK(cudaMemcpy(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
+
+      rg::GemmArgs args;
+      args.m = s.m, args.n = s.n, args.k = s.k;
+      args.lda = a_cols, args.ldb = b_cols, args.ldc = s.n;
+      args.trans_a = s.trans_a, args.trans_b = s.trans_b;
+      args.a = da.p, args.b = db.p;
+      rg::GemmArgs args_native = args, args_cublas = args;
+      args_native.c = dc_native.p, args_cublas.c = dc_cublas.p;
+
+      const double ms_native = gpu_ms_per_call([&] { rg::cuda::gemm_f32(args_native, stream); }, stream, opt);
+      const double ms_cublas =
+          gpu_ms_per_call([&] { rg::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt);
+      std::vector<float> got_native(c_size), got_cublas(c_size);
+      RINGGRAD_CUDA_CHECK(cudaMemcpy(got_native.data(), dc_native.p, c_size * sizeof(float), cudaMemcpyDeviceToHost));
+      RINGGRAD_CUDA_CHECK(cudaMemcpy(got_cublas.data(), dc_cublas.p, c_size * sizeof(float), cudaMemcpyDeviceToHost));
+      int64_t wrong = count_wrong(got_native, got_cublas, s.k);
+
+      const double flop = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+      double cpu_gflops = NAN;
+      if (flop <= opt.cpu_max_gflop * 1e9) {
+        std::vector<float> host_c(c_size);
+        rg::GemmArgs host = args;
+        host.a = a.data(), host.b = b.data(), host.c = host_c.data();
+        rg::Backend& cpu = rg::backend_for(rg::DeviceKind::CPU);
+        const auto ns = bench::time_per_call([&] { cpu.gemm(host, nullptr); }, opt.quick ? 2 : 3, 0.2);
+        cpu_gflops = flop / bench::median(ns);
+        wrong += count_wrong(got_cublas, host_c, s.k);
+      }
+      total_wrong += wrong;
+      const char* op = s.trans_a ? (s.trans_b ? "TT" : "TN") : (s.trans_b ? "NT" : "NN");
+      table.add_row({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k), op,
+                     bench::fmt(ms_native * 1e3, 1), bench::fmt(flop / (ms_native * 1e6), 0),
+                     bench::fmt(flop / (ms_cublas * 1e6), 0), bench::fmt(100.0 * ms_cublas / ms_native, 1),
+                     bench::fmt(cpu_gflops, 0), std::to_string(wrong)});
+    }
+    cublasDestroy(handle);
+    cudaStreamDestroy(stream);
+
+    std::printf("# ringgrad bench_gemm_cuda  device=\"%s\"  sms=%d  dtype=float32  warmup=%d  iters=%d  reps=%d  "
+                "commit=%s\n",
+                prop.name, prop.multiProcessorCount, opt.warmup, opt.iters, opt.reps, RINGGRAD_BENCH_COMMIT);
+    std::printf("# C = op(A) op(B), alpha=1 beta=0, no epilogue; cublas = SGEMM, CUBLAS_DEFAULT_MATH (no TF32);\n"
+                "# cpu = the CPU backend's Eigen GEMM (only up to %.1f GFLOP per product); H200 fp32 peak ~67000 "
+                "GFLOP/s\n#\n",
+                opt.cpu_max_gflop);
+    table.print(stdout);
+    if (total_wrong > 0) std::printf("# WRONG RESULTS: %lld elements disagree\n", static_cast<long long>(total_wrong));
+    if (!opt.json.empty() &&
+        !bench::write_json(opt.json, "bench_gemm_cuda",
+                           {{"device", prop.name}, {"commit", RINGGRAD_BENCH_COMMIT},
+                            {"warmup", std::to_string(opt.warmup)}, {"iters", std::to_string(opt.iters)},
+                            {"reps", std::to_string(opt.reps)}},
+                           {&table})) {
+      std::fprintf(stderr, "bench_gemm_cuda: cannot write %s\n", opt.json.c_str());
+      return 1;
+    }
+    return total_wrong > 0 ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gemm_cuda: %s\n", e.what());
+    return 1;
+  }
+}

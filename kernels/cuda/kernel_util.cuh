@@ -1,0 +1,164 @@
+// kernels/cuda/kernel_util.cuh: what the non-GEMM kernel files share -- grid sizing, the dtype
+// dispatch, bfloat16 conversions, and the collapsed strided layout that elementwise kernels index by.
+//
+// Private to kernels/cuda/*.cu (it is CUDA source, included only by nvcc-compiled files).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/strided.h"
+
+namespace ringgrad {
+namespace cuda {
+namespace detail {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kThreads = 256;
+// Enough resident blocks to fill an H200 (132 SMs x 2048 threads = 8 blocks of 256 per SM) several
+// times over; grid-stride loops cover anything larger.
+constexpr int64_t kMaxBlocks = 132 * 8 * 4;
+
+// Blocks of `threads` for `work` independent items, at least one, capped at kMaxBlocks.
+inline unsigned blocks_for(int64_t work, int threads = kThreads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, kMaxBlocks)));
+}
+
+__device__ inline int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// The arithmetic type of a storage type: bfloat16 is loaded into float, computed on, and rounded back.
+template <typename T> struct AccOf { using type = T; };
+template <> struct AccOf<bf16> { using type = float; };
+template <typename T> using acc_t = typename AccOf<T>::type;
+
+// Value conversion between any two storage types; bfloat16 goes through float (or straight from double).
+template <typename D, typename S>
+__device__ inline D convert(S s) {
+  if constexpr (std::is_same_v<D, S>) {
+    return s;
+  } else if constexpr (std::is_same_v<S, bf16>) {
+    return static_cast<D>(__bfloat162float(s));
+  } else if constexpr (std::is_same_v<D, bf16>) {
+    if constexpr (std::is_same_v<S, double>) return __double2bfloat16(s);
+    else return __float2bfloat16_rn(static_cast<float>(s));
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+template <typename T> __device__ inline acc_t<T> load(const T* p) { return convert<acc_t<T>>(*p); }
+template <typename T> __device__ inline T store_value(acc_t<T> v) { return convert<T>(v); }
+
+// kVec consecutive elements moved as one 16-byte (or narrower) load or store.
+template <typename T, int kVec>
+struct alignas(sizeof(T) * kVec) Pack {
+  T v[kVec];
+};
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// fn(T{}) with T = float, double or (when kAllowBf16) __nv_bfloat16; any other dtype is an Error
+// naming the kernel. The flag is a template parameter so that a kernel without a bf16 version is
+// never instantiated for it.
+template <bool kAllowBf16, typename Fn>
+void dispatch_floating(const char* kernel, DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::f32: fn(float{}); return;
+    case DType::f64: fn(double{}); return;
+    case DType::bf16:
+      if constexpr (kAllowBf16) {
+        fn(bf16{});
+        return;
+      }
+      break;
+    default: break;
+  }
+  throw Error(::ringgrad::detail::str(kernel, ": the CUDA backend supports float32, float64",
+                                      kAllowBf16 ? " and bfloat16" : "", " here, got ", dtype_name(dt)));
+}
+
+// Every storage dtype of the CUDA backend: the floating ones plus int64 and uint8.
+template <typename Fn>
+void dispatch_storage(const char* kernel, DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::f32: fn(float{}); return;
+    case DType::f64: fn(double{}); return;
+    case DType::i64: fn(int64_t{}); return;
+    case DType::u8: fn(uint8_t{}); return;
+    case DType::bf16: fn(bf16{}); return;
+  }
+  throw Error(::ringgrad::detail::str(kernel, ": unknown dtype ", static_cast<int>(dt)));
+}
+
+// kOperands arrays walked in lockstep over one shape, with dimensions of size 1 dropped and adjacent
+// dimensions merged wherever every operand is contiguous across them. A dense array collapses to one
+// dimension, a row-broadcast bias to two: the per-element index arithmetic (a 64-bit divide per
+// dimension) shrinks with it.
+template <int kOperands>
+struct Layout {
+  int ndim = 0;
+  int64_t shape[kMaxDims] = {};
+  int64_t strides[kOperands][kMaxDims] = {};
+};
+
+template <int kOperands>
+Layout<kOperands> collapse(int ndim, const int64_t* shape, const int64_t* const (&strides)[kOperands]) {
+  // Built innermost first, then reversed.
+  Layout<kOperands> rev;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    bool merge = rev.ndim > 0;
+    for (int k = 0; k < kOperands && merge; ++k) {
+      const int last = rev.ndim - 1;
+      merge = strides[k][d] == rev.strides[k][last] * rev.shape[last];
+    }
+    if (merge) {
+      rev.shape[rev.ndim - 1] *= shape[d];
+      continue;
+    }
+    rev.shape[rev.ndim] = shape[d];
+    for (int k = 0; k < kOperands; ++k) rev.strides[k][rev.ndim] = strides[k][d];
+    ++rev.ndim;
+  }
+  Layout<kOperands> out;
+  out.ndim = rev.ndim;
+  for (int d = 0; d < rev.ndim; ++d) {
+    out.shape[d] = rev.shape[rev.ndim - 1 - d];
+    for (int k = 0; k < kOperands; ++k) out.strides[k][d] = rev.strides[k][rev.ndim - 1 - d];
+  }
+  return out;
+}
+
+// Element offsets of the row-major linear index i in each operand.
+template <int kOperands>
+__device__ inline void offsets_of(const Layout<kOperands>& l, int64_t i, int64_t (&off)[kOperands]) {
+  for (int k = 0; k < kOperands; ++k) off[k] = 0;
+  for (int d = l.ndim - 1; d >= 0; --d) {
+    const int64_t size = l.shape[d];
+    const int64_t idx = i % size;
+    i /= size;
+    for (int k = 0; k < kOperands; ++k) off[k] += idx * l.strides[k][d];
+  }
+}
+
+// Contiguous (row-major) strides for a shape.
+inline void contiguous_strides(int ndim, const int64_t* shape, int64_t* strides) {
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+}
+
+}  // namespace detail
+}  // namespace cuda
+}  // namespace ringgrad
