@@ -23,6 +23,7 @@ Device Device::parse(const std::string& text) {
     const std::string digits = text.substr(colon + 1);
     RINGGRAD_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
                    "Device::parse: expected 'cpu:K' or 'cuda:K' with K a non-negative integer, got '", text, "'");
+    RINGGRAD_CHECK(digits.size() <= 6, "Device::parse: device index out of range in '", text, "'");
     index = std::stoi(digits);
   }
   if (kind == "cpu") return cpu(index);

@@ -49,7 +49,10 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   RINGGRAD_CHECK(step != 0.0, "arange: expected a non-zero step, got 0");
   RINGGRAD_CHECK((end - start) / step >= 0, "arange: expected the step ", step, " to go from ", start, " towards ",
                  end);
-  const auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  RINGGRAD_CHECK(std::isfinite(count) && count < 4.6e18, "arange: ", start, " to ", end, " by ", step,
+                 " has too many elements");
+  const auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, options);
   backend_for(t.device().kind, "arange").arange(t.dtype(), t.data(), n, start, step, ops::stream_of(t));
   return t;

@@ -17,6 +17,9 @@
 
 namespace ringgrad {
 
+class Shape;
+inline std::ostream& operator<<(std::ostream& os, const Shape& s);
+
 class Shape {
  public:
   Shape() = default;
@@ -55,7 +58,9 @@ class Shape {
   // Product of the sizes: the number of elements. The empty shape (a scalar) has one.
   int64_t numel() const {
     int64_t n = 1;
-    for (int64_t i = 0; i < n_; ++i) n *= d_[i];
+    for (int64_t i = 0; i < n_; ++i)
+      RINGGRAD_CHECK(!__builtin_mul_overflow(n, d_[i], &n), "Shape: the sizes ", *this, " multiply to more than "
+                     "int64 can hold");
     return n;
   }
   std::vector<int64_t> vec() const { return std::vector<int64_t>(begin(), end()); }

@@ -12,8 +12,14 @@ namespace ringgrad {
 
 TensorImpl::~TensorImpl() = default;
 
-int64_t Tensor::size(int64_t dim) const { return shape()[ops::wrap_dim(dim, this->dim(), "size")]; }
-int64_t Tensor::stride(int64_t dim) const { return strides()[ops::wrap_dim(dim, this->dim(), "stride")]; }
+int64_t Tensor::size(int64_t dim) const {
+  RINGGRAD_CHECK(this->dim() > 0, "size: a 0-d tensor has no dimensions, asked for dim ", dim);
+  return shape()[ops::wrap_dim(dim, this->dim(), "size")];
+}
+int64_t Tensor::stride(int64_t dim) const {
+  RINGGRAD_CHECK(this->dim() > 0, "stride: a 0-d tensor has no dimensions, asked for dim ", dim);
+  return strides()[ops::wrap_dim(dim, this->dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   if (numel() == 0) return true;  // nothing to lay out, as in PyTorch

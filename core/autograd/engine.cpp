@@ -205,8 +205,16 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
       task.dependencies[e.node.get()] = -1;  // a node listed by two roots is queued once
     }
 
-  if (devices.size() > 1) run_parallel(task, ready);
-  else run_serial(task, std::move(ready));
+  // A backward started on a device's worker (from a hook, or inside run_on) runs serially: posting
+  // nodes to the worker that is busy waiting for them would deadlock.
+  if (devices.size() > 1 && current_worker_device().index < 0) {
+    // Start every worker the graph needs before posting anything, so a failure to create a thread
+    // surfaces here, before any node holds a reference to this stack frame.
+    for (Device device : devices) run_on(device, [] {}).get();
+    run_parallel(task, ready);
+  } else {
+    run_serial(task, std::move(ready));
+  }
 
   // Final callbacks run on the caller's thread; they may queue more.
   RunningTask running(&task);

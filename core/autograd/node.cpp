@@ -26,14 +26,21 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   AutogradMeta& meta = leaf.autograd_meta();
   for (const TensorHook& hook : meta.hooks) {
     Tensor replaced = hook(grad);
-    if (replaced.defined()) grad = replaced;
+    if (!replaced.defined()) continue;
+    RINGGRAD_CHECK(replaced.shape() == leaf.shape() && replaced.dtype() == leaf.dtype() &&
+                       replaced.device() == leaf.device(),
+                   "register_hook: a hook returned a gradient of shape ", replaced.shape(), ", ", replaced.dtype(),
+                   " on ", replaced.device(), " for a leaf of shape ", leaf.shape(), ", ", leaf.dtype(), " on ",
+                   leaf.device());
+    grad = replaced;
   }
+  const bool delivered = grad.same(grad_outputs[0]);  // a hook's tensor may be held by the hook's owner
   if (!meta.grad.defined()) {
     // Take the incoming tensor when nothing else can see it: the engine's buffer and `grad` here
     // are its only handles, no other tensor shares its memory, and it is dense. Otherwise copy --
     // add's backward hands the same tensor to both inputs, and two leaves' .grad must never alias.
     // (PyTorch makes the same test; the copy it avoids is a full pass over every parameter.)
-    const bool exclusive = grad.use_count() <= 2 && grad.storage() && grad.storage().use_count() == 1 &&
+    const bool exclusive = delivered && grad.use_count() <= 2 && grad.storage() && grad.storage().use_count() == 1 &&
                            grad.is_contiguous() && grad.offset() == 0 && !grad.grad_fn() &&
                            grad.storage()->nbytes() == grad.numel() * grad.element_size();
     meta.grad = exclusive ? grad : grad.detach().clone();

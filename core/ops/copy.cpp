@@ -79,7 +79,10 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
 }
 
 void Tensor::set_data(const Tensor& src) const {
+  ops::check_defined("set_data", *this, "the tensor");
   ops::check_defined("set_data", src, "src");
+  RINGGRAD_CHECK(!requires_grad() || is_floating(src.dtype()), "set_data: a tensor that requires grad must stay "
+                 "floating, got ", src.dtype());
   TensorImpl& self = *impl();
   const TensorImpl& from = *src.impl();
   self.shape = from.shape;

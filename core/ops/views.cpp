@@ -47,6 +47,7 @@ struct SliceBackward final : Node {
   const char* name() const override { return "SliceBackward"; }
   std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
     Tensor grad_input = zeros(input_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
+    if (g[0].numel() == 0) return {grad_input};  // an empty slice took nothing, so gives nothing back
     const int64_t end = start + (g[0].size(dim) - 1) * step + 1;
     Tensor region = grad_input.slice(dim, start, end, step);
     backend_for(region.device().kind, "slice backward")
@@ -77,7 +78,8 @@ Shape infer_size(const Shape& requested, int64_t numel, const char* op, const Sh
       infer_at = i;
     } else {
       RINGGRAD_CHECK(shape[i] >= 0, op, ": expected non-negative sizes, got ", requested);
-      known *= shape[i];
+      RINGGRAD_CHECK(!__builtin_mul_overflow(known, shape[i], &known), op, ": the sizes ", requested,
+                     " multiply to more than int64 can hold");
     }
   }
   if (infer_at >= 0) {
@@ -159,8 +161,12 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape shape = this->shape(), strides = this->strides();
-  shape[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  shape[d] = end == start ? 0 : 1 + (end - start - 1) / step;  // no overflow for any step
+  if (shape[d] <= 1) {
+    // The step never moves: keep the stride (a huge step must not overflow it).
+  } else {
+    RINGGRAD_CHECK(!__builtin_mul_overflow(strides[d], step, &strides[d]), "slice: step ", step, " is too large");
+  }
   Tensor out = ops::make_view(*this, shape, strides, offset() + start * stride(d));
   if (needs_grad(*this)) {
     auto& node = record<SliceBackward>(out, {*this});
@@ -201,6 +207,7 @@ Tensor Tensor::expand(const Shape& requested) const {
       RINGGRAD_CHECK(!new_dim, "expand: -1 is not allowed for a new leading dimension, got ", requested);
       want = have;
     }
+    RINGGRAD_CHECK(want >= 0, "expand: expected sizes >= 0 (or -1 to keep one), got ", requested);
     RINGGRAD_CHECK(have == want || have == 1, "expand: the size ", have, " of shape ", this->shape(),
                    " must match ", want, " in ", requested, " unless it is 1");
     shape[i] = want;
