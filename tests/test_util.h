@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/gradcheck.h"
 
 namespace ringgrad::test {
 
@@ -80,3 +81,12 @@ class TempDir {
 // CHECK_ERROR(expr, "piece", ...): expr throws ringgrad::Error and the message contains every piece.
 #define CHECK_ERROR(expr, ...) \
   CHECK_THROWS_MATCHES(expr, ::ringgrad::Error, ::ringgrad::test::MessageContainsAll({__VA_ARGS__}))
+
+// CHECK_GRADCHECK(fn, inputs): gradcheck passes, and its report (input index, element, analytic and
+// numeric values) is printed when it does not.
+#define CHECK_GRADCHECK(...)                                            \
+  do {                                                                  \
+    const ::ringgrad::GradcheckResult result_ = gradcheck(__VA_ARGS__); \
+    INFO(result_);                                                      \
+    CHECK(result_.ok);                                                  \
+  } while (false)

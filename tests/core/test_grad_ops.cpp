@@ -16,19 +16,14 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 
+#include "test_util.h"
+
 using namespace ringgrad;
 
 namespace {
 
 using Inputs = std::vector<Tensor>;
 
-// Runs gradcheck and prints its report (input index, element, analytic and numeric values) on failure.
-#define CHECK_GRADCHECK(...)                                   \
-  do {                                                         \
-    const ::ringgrad::GradcheckResult result_ = gradcheck(__VA_ARGS__); \
-    INFO(result_);                                             \
-    CHECK(result_.ok);                                         \
-  } while (false)
 
 // A float64 standard-normal leaf that requires grad.
 Tensor leaf(const Shape& shape, uint64_t seed) { return randn(shape, DType::f64, seed).requires_grad_(true); }

@@ -12,18 +12,12 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/probe.h"
+#include "cuda_test_util.h"
 
 using namespace ringgrad;
+using ringgrad::test::require_gpu;
 
 namespace {
-
-void require_gpu() {
-  const int count = cuda_device_count();
-  if (count == 0) {
-    FAIL("this test needs a CUDA GPU, but cuda_device_count() is 0 (no GPU, or no driver). "
-         "Tests labelled `cuda` need a GPU; run the others with `ctest -LE cuda`.");
-  }
-}
 
 std::vector<float> seeded_values(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -18,17 +18,12 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/probe.h"
+#include "cuda_test_util.h"
 
 using namespace ringgrad;
+using ringgrad::test::require_gpu;
 
 namespace {
-
-void require_gpu() {
-  if (cuda_device_count() == 0) {
-    FAIL("this test needs a CUDA GPU, but cuda_device_count() is 0 (no GPU, or no driver). "
-         "Tests labelled `cuda` need a GPU; run the others with `ctest -LE cuda`.");
-  }
-}
 
 class DeviceBuffer {
  public:

@@ -25,19 +25,14 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/optim.h"
 #include "kernels/cuda/probe.h"
+#include "cuda_test_util.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/softmax.h"
 
 using namespace ringgrad;
+using ringgrad::test::require_gpu;
 
 namespace {
-
-void require_gpu() {
-  if (cuda_device_count() == 0) {
-    FAIL("this test needs a CUDA GPU, but cuda_device_count() is 0 (no GPU, or no driver). "
-         "Tests labelled `cuda` need a GPU; run the others with `ctest -LE cuda`.");
-  }
-}
 
 Backend& cpu() { return backend_for(DeviceKind::CPU); }
 

@@ -28,18 +28,14 @@
 #include "nn/module.h"
 #include "nn/sequential.h"
 
+#include "test_util.h"
+
 using namespace ringgrad;
 
 namespace {
 
 using Inputs = std::vector<Tensor>;
 
-#define CHECK_GRADCHECK(...)                                            \
-  do {                                                                  \
-    const ::ringgrad::GradcheckResult result_ = gradcheck(__VA_ARGS__); \
-    INFO(result_);                                                      \
-    CHECK(result_.ok);                                                  \
-  } while (false)
 
 std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
