@@ -19,7 +19,7 @@ install(TARGETS ringgrad EXPORT ringgrad-targets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Public headers: everything under core/, and the backend interface in kernels/*.h. The headers
+# Public headers: everything under core/, nn/ and parallel/, and the backend interface in kernels/*.h. The headers
 # under kernels/cpu/ and kernels/cuda/ are private to the library (kernels/cuda/cuda_check.h needs
 # the CUDA toolkit's headers, which a user of a CUDA build need not have).
 file(GLOB_RECURSE RINGGRAD_PUBLIC_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
@@ -28,6 +28,9 @@ list(FILTER RINGGRAD_PUBLIC_HEADERS EXCLUDE REGEX "^core/ops/")  # the op files'
 file(GLOB_RECURSE RINGGRAD_NN_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/nn/*.h)
 list(APPEND RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_NN_HEADERS})
+file(GLOB RINGGRAD_PARALLEL_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/parallel/*.h)
+list(APPEND RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_PARALLEL_HEADERS})
 file(GLOB RINGGRAD_KERNEL_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/kernels/*.h)
 foreach(header IN LISTS RINGGRAD_PUBLIC_HEADERS RINGGRAD_KERNEL_HEADERS)

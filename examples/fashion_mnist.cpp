@@ -4,20 +4,31 @@
 //   ./build/examples/fashion_mnist --resume run.ckpt --save run.ckpt   # continue after a crash
 //   (--stop-after N ends the first run after N epochs, to try it: the resumed run prints the same
 //   numbers, bit for bit, as one that never stopped)
+//   ./build/examples/fashion_mnist --dp cpu:0,cpu:1                    # DataParallel on two devices
 //
 // The model is a user-defined module (nn::Cloneable + reset(), see nn/module.h) so its layers are
 // typed members: model->fc1->weight. Each epoch prints loss, accuracy, samples/s and time left;
 // the end prints the test accuracy. With --save, a training checkpoint (weights, optimizer state,
 // epoch, RNG) is written after every epoch, atomically; --resume continues bitwise where it left.
 // Exit status: 0, or 1 when --target is given and the test accuracy falls short of it.
+//
+// With --dp the same loop runs through parallel::DataParallel: the batch stays on the first device,
+// and dp.forward() scatters it, replicates the model, runs the replicas on all devices at once and
+// gathers the logits back, so the loss, the accuracy and the optimizer code do not change. Where DP
+// spends time that DDP (one process per device) will not: every step copies every parameter to every
+// device (replicate), all outputs and the loss go through the first device (gather), and the
+// gradients are summed on the first device at the end of backward (the Broadcast nodes) while the
+// other devices idle. The per-phase times it prints at the end come from dp.timings().
 #include <ringgrad/ringgrad.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 using namespace ringgrad;
 
@@ -30,6 +41,7 @@ struct Args {
   std::string optimizer = "sgd";
   int64_t hidden = 1024;
   std::string device = "cpu:0";
+  std::string dp;  // "cpu:0,cpu:1": train with DataParallel over these devices
   uint64_t seed = 0;
   std::string save, resume, data_dir;
   double target = 0;  // minimum test accuracy, 0 = no check
@@ -40,7 +52,7 @@ void usage() {
   std::printf(
       "usage: fashion_mnist [--epochs N] [--batch-size B] [--lr LR] [--optimizer sgd|adamw] [--hidden H]\n"
       "                     [--device cpu:K] [--seed S] [--save PATH] [--resume PATH] [--data DIR]\n"
-      "                     [--target ACC] [--stop-after EPOCHS]\n");
+      "                     [--target ACC] [--stop-after EPOCHS] [--dp DEV,DEV,...]\n");
 }
 
 Args parse(int argc, char** argv) {
@@ -65,6 +77,7 @@ Args parse(int argc, char** argv) {
     else if (flag == "--data") a.data_dir = value;
     else if (flag == "--target") a.target = std::stod(value);
     else if (flag == "--stop-after") a.stop_after = std::stoll(value);
+    else if (flag == "--dp") a.dp = value;
     else throw Error("fashion_mnist: unknown flag " + flag + " (see --help)");
   }
   RINGGRAD_CHECK(a.optimizer == "sgd" || a.optimizer == "adamw", "fashion_mnist: --optimizer is sgd or adamw, got ",
@@ -111,12 +124,35 @@ double evaluate(Classifier& model, data::DataLoader& loader, Device device) {
   return static_cast<double>(correct) / static_cast<double>(seen);
 }
 
+// "cpu:0,cpu:1" -> {cpu:0, cpu:1}.
+std::vector<Device> parse_devices(const std::string& list) {
+  std::vector<Device> devices;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    devices.push_back(Device::parse(list.substr(begin, end - begin)));
+    begin = end + 1;
+  }
+  return devices;
+}
+
+// Logical CPU devices must exist before first use: make enough for --dp unless the environment
+// already chose (RINGGRAD_CPU_DEVICES).
+void ensure_cpu_devices(const std::vector<Device>& devices) {
+  int needed = 1;
+  for (Device d : devices)
+    if (d.is_cpu()) needed = std::max(needed, d.index + 1);
+  if (needed > 1 && std::getenv("RINGGRAD_CPU_DEVICES") == nullptr) set_cpu_device_count(needed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Args args = parse(argc, argv);
-    const Device device = Device::parse(args.device);
+    const std::vector<Device> dp_devices = args.dp.empty() ? std::vector<Device>{} : parse_devices(args.dp);
+    ensure_cpu_devices(dp_devices);
+    const Device device = dp_devices.empty() ? Device::parse(args.device) : dp_devices[0];
     manual_seed(args.seed);
 
     // Pixel statistics of the training set, as everyone normalises Fashion-MNIST.
@@ -129,6 +165,9 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<Classifier>(args.hidden, /*dropout_p=*/0.2);
     model->to(device);
+    // The wrapper holds the model; dp->module() is `model`, and the optimizer updates its parameters.
+    std::unique_ptr<parallel::DataParallel<Classifier>> dp;
+    if (!dp_devices.empty()) dp = std::make_unique<parallel::DataParallel<Classifier>>(model, dp_devices);
     std::unique_ptr<optim::Optimizer> opt;
     if (args.optimizer == "sgd")
       opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(args.lr).momentum(0.9).nesterov(true));
@@ -149,12 +188,14 @@ int main(int argc, char** argv) {
     std::printf("# ringgrad %s fashion_mnist: MLP 784-%lld-%lld-10, %s lr=%g, batch %lld, %lld epochs, %s\n",
                 RINGGRAD_VERSION_STRING, static_cast<long long>(args.hidden), static_cast<long long>(args.hidden),
                 args.optimizer.c_str(), args.lr, static_cast<long long>(args.batch_size),
-                static_cast<long long>(args.epochs), device.str().c_str());
+                static_cast<long long>(args.epochs), dp ? ("DataParallel " + args.dp).c_str() : device.str().c_str());
     std::printf("#  epoch      loss  train acc   test acc   samples/s   time left\n");
 
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     double test_accuracy = 0;
+    parallel::DataParallelTimings phase_sum;  // --dp: per-phase time summed over all steps
+    int64_t steps = 0;
     for (int64_t epoch = first_epoch; epoch < args.epochs; ++epoch) {
       const auto epoch_start = clock::now();
       train.set_epoch(epoch);
@@ -163,11 +204,21 @@ int main(int argc, char** argv) {
       data::Batch batch;
       while (train.next(batch)) {
         const Tensor x = batch.x.to(device), y = batch.y.to(device);
-        const Tensor logits = model->forward(x);
+        const Tensor logits = dp ? dp->forward(x) : model->forward(x);
         const Tensor loss = criterion(logits, y);
         opt->zero_grad();
         loss.backward();
         opt->step();
+        if (dp) {
+          const parallel::DataParallelTimings t = dp->timings();
+          phase_sum.scatter_us += t.scatter_us;
+          phase_sum.replicate_us += t.replicate_us;
+          phase_sum.apply_us += t.apply_us;
+          phase_sum.gather_us += t.gather_us;
+          phase_sum.backward_us += t.backward_us;
+          phase_sum.reduce_us += t.reduce_us;
+        }
+        ++steps;
 
         const int64_t n = y.numel();
         loss_sum += loss.item() * static_cast<double>(n);
@@ -204,6 +255,13 @@ int main(int argc, char** argv) {
     const double total = std::chrono::duration<double>(clock::now() - start).count();
     std::printf("# test accuracy %.2f%% after %lld epochs in %.1f s\n", 100.0 * test_accuracy,
                 static_cast<long long>(args.epochs), total);
+    if (dp && steps > 0) {
+      const double n = static_cast<double>(steps) * 1000.0;  // -> ms per step
+      std::printf("# DataParallel ms/step: scatter %.3f  replicate %.3f  apply %.3f  gather %.3f  backward %.3f "
+                  "(of which reduce %.3f)\n",
+                  phase_sum.scatter_us / n, phase_sum.replicate_us / n, phase_sum.apply_us / n,
+                  phase_sum.gather_us / n, phase_sum.backward_us / n, phase_sum.reduce_us / n);
+    }
     if (args.target > 0 && test_accuracy < args.target) {
       std::printf("# below the target %.2f%%\n", 100.0 * args.target);
       return 1;

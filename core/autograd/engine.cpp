@@ -12,6 +12,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <queue>
 #include <set>
@@ -32,6 +33,8 @@ struct GraphTask {
 
   std::vector<std::function<void()>> callbacks;
   std::mutex callbacks_mutex;
+
+  std::map<Device, DeviceActivity> activity;  // per device; guarded by `mutex` in parallel mode
 
   // Parallel mode only.
   int outstanding = 0;  // nodes posted to a worker and not yet finished
@@ -82,12 +85,21 @@ std::vector<std::shared_ptr<Node>> execute(GraphTask& task, const std::shared_pt
   RINGGRAD_CHECK(!node->released, "backward: trying to backward through the graph a second time (at ", node->name(),
                  "); its saved tensors were released by the first backward. Pass retain_graph=true to the first "
                  "backward() if you need to run backward twice");
+  const auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> grads = node->apply(inputs);
+  const auto end = std::chrono::steady_clock::now();
   if (!task.retain_graph && !dynamic_cast<AccumulateGrad*>(node.get())) node->released = true;
 
   std::vector<std::shared_ptr<Node>> ready;
   std::unique_lock<std::mutex> lock(task.mutex, std::defer_lock);
   if (locked) lock.lock();
+  DeviceActivity& activity = task.activity[node->device];
+  if (activity.nodes++ == 0) {
+    activity.device = node->device;
+    activity.first_start = start;
+  }
+  activity.last_end = end;  // nodes of one device run one after another on its worker
+  activity.busy += end - start;
   for (size_t i = 0; i < node->next_edges.size(); ++i) {
     const Edge& edge = node->next_edges[i];
     if (!edge.valid()) continue;
@@ -235,6 +247,16 @@ void queue_callback(std::function<void()> callback) {
                  "on this thread");
   std::lock_guard<std::mutex> lock(t_current_task->callbacks_mutex);
   t_current_task->callbacks.push_back(std::move(callback));
+}
+
+std::vector<DeviceActivity> current_backward_activity() {
+  RINGGRAD_CHECK(t_current_task != nullptr,
+                 "current_backward_activity: expected to be called during backward (from a hook or a callback), "
+                 "but no backward is running on this thread");
+  std::lock_guard<std::mutex> lock(t_current_task->mutex);
+  std::vector<DeviceActivity> out;
+  for (const auto& entry : t_current_task->activity) out.push_back(entry.second);
+  return out;
 }
 
 }  // namespace ringgrad

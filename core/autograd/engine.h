@@ -7,6 +7,8 @@
 // DataParallel replicas proceed in parallel; the caller waits until everything is done.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -23,5 +25,21 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
 // Called from a hook during backward: runs `callback` once the current backward has finished
 // (DDP waits for its last all-reduce there). Throws when no backward is running on this thread.
 void queue_callback(std::function<void()> callback);
+
+// What one device's worker did during a backward: the span from the start of its first node to the
+// end of its last, and the time spent inside node apply() calls. Two devices computed at the same
+// time exactly when the sum of their busy times exceeds the span of the union of their intervals --
+// DataParallel's tests and timers read it to show that replicas' backward passes overlap.
+struct DeviceActivity {
+  Device device;
+  std::chrono::steady_clock::time_point first_start, last_end;
+  std::chrono::nanoseconds busy{0};
+  int64_t nodes = 0;
+};
+
+// The activity of the backward running on this thread so far, one entry per device in device
+// order. Call it from a hook or a queued/final callback (in a final callback it is complete).
+// Throws when no backward is running on this thread.
+std::vector<DeviceActivity> current_backward_activity();
 
 }  // namespace ringgrad

@@ -72,7 +72,10 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
                  "copy_: in-place writes to a tensor that is part of a graph are not supported");
   if (numel() == 0) return *this;
   // A source on another device is first brought here; then one strided copy (with dtype cast).
-  const Tensor here = src.device() == device() ? src : src.detach().to(device());
+  // Logical CPU devices all live in host memory, so between them the strided copy reads the source
+  // directly (DataParallel's gather writes each replica's output into its slice this way).
+  const bool same_memory = src.device() == device() || (src.device().is_cpu() && device().is_cpu());
+  const Tensor here = same_memory ? src : src.detach().to(device());
   backend_for(device().kind, "copy_").copy(here.dtype(), ops::desc_of(here), dtype(), ops::desc_of(*this),
                                            ops::stream_of(*this));
   return *this;
