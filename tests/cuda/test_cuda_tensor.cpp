@@ -118,8 +118,9 @@ TEST_CASE("cuda tensors: ops and their gradients agree with the CPU", "[cuda]") 
   // A little of everything: linear with fused ReLU, GELU, layer_norm (composed of primitive ops),
   // softmax, max, broadcasting, sum and mean, and the fused cross-entropy.
   auto run = [&](Device device, std::vector<Tensor>& grads) {
-    Tensor xd = x.to(device).requires_grad_(true), wd = w.to(device).requires_grad_(true);
-    Tensor bd = b.to(device).requires_grad_(true), gd = gamma.to(device).requires_grad_(true);
+    // detach(): to(cpu) of a CPU tensor returns the same handle, which must stay a plain input.
+    Tensor xd = x.detach().to(device).requires_grad_(true), wd = w.detach().to(device).requires_grad_(true);
+    Tensor bd = b.detach().to(device).requires_grad_(true), gd = gamma.detach().to(device).requires_grad_(true);
     Tensor h = linear(xd, wd, bd, Activation::Relu);
     Tensor z = layer_norm(gelu(h + 0.25, GeluApproximate::Tanh), gd, Tensor());
     Tensor p = softmax(z * 2.0, 1);
@@ -148,7 +149,7 @@ TEST_CASE("cuda tensors: matmul and its gradients agree with the CPU in float32,
   const Tensor a = seeded_host({m, k}, DType::f32, 10, -1.0, 1.0), b = seeded_host({k, n}, DType::f32, 11, -1.0, 1.0);
   const Tensor dc = seeded_host({m, n}, DType::f32, 12, -1.0, 1.0);
   auto run = [&](Device device) {
-    Tensor ad = a.to(device).requires_grad_(true), bd = b.to(device).requires_grad_(true);
+    Tensor ad = a.detach().to(device).requires_grad_(true), bd = b.detach().to(device).requires_grad_(true);
     Tensor c = matmul(ad, bd);
     c.backward(dc.to(device));
     return std::vector<Tensor>{c, ad.grad(), bd.grad()};
