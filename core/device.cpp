@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/cuda.h"
 #include "core/error.h"
 
 namespace ringgrad {
@@ -148,8 +149,10 @@ void check_device(Device device, const char* op) {
     RINGGRAD_CHECK(device.index >= 0 && device.index < k, op, ": expected a device in cpu:0..cpu:", k - 1,
                    " (RINGGRAD_CPU_DEVICES=", k, "), got ", device);
   } else {
-    backend_for(DeviceKind::CUDA, op);  // throws with a clear message when there is no CUDA backend
-    RINGGRAD_CHECK(device.index >= 0, op, ": expected a non-negative CUDA device index, got ", device);
+    backend_for(DeviceKind::CUDA, op);  // throws with a clear message when there is no CUDA backend or GPU
+    const int n = cuda_device_count();
+    RINGGRAD_CHECK(device.index >= 0 && device.index < n, op, ": expected a device in cuda:0..cuda:", n - 1, " (", n,
+                   n == 1 ? " GPU" : " GPUs", " visible), got ", device);
   }
 }
 

@@ -46,7 +46,7 @@ void set_cpu_device_count(int count);
 // GEMMs actually split; everything else runs on the calling thread.
 void set_num_threads(int threads);
 
-// Throws unless `device` exists in this process (cpu:k with k < K; cuda:k needs the CUDA backend).
+// Throws unless `device` exists in this process (cpu:k with k < K; cuda:k with k < cuda_device_count()).
 void check_device(Device device, const char* op);
 
 // Runs `task` on the device's worker thread and returns a future for its completion; an exception

@@ -36,6 +36,10 @@ Allocator& host_allocator() {
 
 Allocator& allocator_for(DeviceKind kind) {
   Allocator* a = g_allocators[static_cast<int>(kind)].load();
+  if (a == nullptr && kind == DeviceKind::CUDA) {
+    backend_for(kind, "allocator_for");  // installs the caching allocator, or says why there is no CUDA
+    a = g_allocators[static_cast<int>(kind)].load();
+  }
   RINGGRAD_CHECK(a != nullptr, "allocator_for: no allocator for ", kind == DeviceKind::CUDA ? "cuda" : "cpu",
                  " devices in this build");
   return *a;
@@ -43,6 +47,11 @@ Allocator& allocator_for(DeviceKind kind) {
 
 Allocator* set_allocator(DeviceKind kind, Allocator* allocator) {
   return g_allocators[static_cast<int>(kind)].exchange(allocator);
+}
+
+bool set_allocator_if_unset(DeviceKind kind, Allocator* allocator) {
+  Allocator* expected = nullptr;
+  return g_allocators[static_cast<int>(kind)].compare_exchange_strong(expected, allocator);
 }
 
 Storage::Storage(Device device, int64_t nbytes)

@@ -24,8 +24,12 @@ constexpr int64_t kHostAlignment = 64;
 Allocator& host_allocator();
 
 // The allocator used for new storages of this kind, and a way to replace it (returns the old one).
+// CUDA storages use the CUDA backend's caching allocator (core/cuda.h), installed by the backend's
+// first use unless set_allocator() put another one there before.
 Allocator& allocator_for(DeviceKind kind);
 Allocator* set_allocator(DeviceKind kind, Allocator* allocator);
+// Installs `allocator` only when the kind has none yet; returns whether it did.
+bool set_allocator_if_unset(DeviceKind kind, Allocator* allocator);
 
 class Storage {
  public:

@@ -5,8 +5,8 @@
 // functions. Only backend_for() chooses a backend, so nothing in core/ asks "is this CUDA?".
 //
 // Conventions: sizes and strides are in elements; matrices are row-major; `Stream` is the device
-// stream to run on (a cudaStream_t on CUDA, ignored on CPU). Floating-point kernels accept f32 and
-// f64 on CPU.
+// stream to run on (a cudaStream_t from stream_for() on CUDA, ignored on CPU). Floating-point kernels
+// accept f32 and f64 on CPU; on CUDA see kernels/cuda/cuda_backend.h.
 #pragma once
 
 #include <cstdint>
@@ -91,12 +91,22 @@ struct Backend {
   // a threaded GEMM at once do not oversubscribe the machine.
   virtual void set_thread_count(int /*threads*/) {}
 
+  // The stream work on device `device_index` of this kind is queued on: the CUDA backend's own
+  // non-blocking stream of that GPU; null on the CPU, whose kernels run on the calling thread.
+  virtual Stream stream_for(int /*device_index*/) { return nullptr; }
+
   // --- filling and copying (memory itself comes from core/storage.h's Allocator) -------------------
   virtual void fill(DType dt, void* dst, int64_t n, double value, Stream s) = 0;
   virtual void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) = 0;
   // dst = cast(src), both strided and of the same shape; gathers a view into dense memory, scatters
   // a dense gradient into a region of a larger one, and converts dtypes.
   virtual void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc& dst, Stream s) = 0;
+  // nbytes of dense memory from one device to another (host<->GPU, GPU<->GPU; the CPU backend copies
+  // between host buffers only). Ordered after earlier work on both devices' streams; returns once the
+  // host may read the result when the destination is host memory, and once the source may be reused
+  // when it is host memory. Indices name the device of each side (the index of a host side is ignored).
+  virtual void copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKind dst_kind, int dst_index,
+                            void* dst, int64_t nbytes) = 0;
   // Counter-based random numbers: element i uses Philox counter (offset + i) under `seed`, so the
   // values do not depend on how the work is split across threads or devices. Uniform in [a, b) or
   // Normal(mean a, std b).
@@ -158,7 +168,8 @@ struct Backend {
 // asked for CUDA), naming `op` so the message says which call needed it.
 Backend& backend_for(DeviceKind kind, const char* op = "tensor");
 
-// True when this build compiled the CUDA toolchain probe (RINGGRAD_CUDA=ON).
+// True when this build has the CUDA backend (RINGGRAD_CUDA=ON, or AUTO with nvcc found). Whether a GPU
+// is present at run time is cuda_device_count() (core/cuda.h).
 bool built_with_cuda();
 
 }  // namespace ringgrad

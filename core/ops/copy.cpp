@@ -23,13 +23,30 @@ struct ToBackward final : Node {
 };
 
 // A dense copy of src on `device` with `dtype`, no autograd.
+//
+// On one device (or between logical CPU devices, which share the host's memory) it is one strided
+// copy of the backend, which also converts the dtype. Between the host and a GPU, or two GPUs, the
+// bytes cross with the CUDA backend's copy_between, which moves dense memory only, so:
+//   - the source is first made dense on its own device (a strided gather there, never over the link);
+//   - the dtype is converted on the GPU side (its kernels know every dtype, bfloat16 included):
+//     before the transfer when the source is on a GPU, after it when the source is on the host.
 Tensor copy_to(const Tensor& src, Device device, DType dtype) {
+  const Device from = src.device();
+  const bool same_memory = from == device || (from.is_cpu() && device.is_cpu());
+  if (!same_memory && src.numel() > 0) {
+    const bool convert_first = from.is_cuda();
+    const DType wire = convert_first ? dtype : src.dtype();  // the dtype that crosses the link
+    Tensor dense = src;
+    if (!src.is_contiguous() || src.dtype() != wire) dense = copy_to(src, from, wire);
+    Tensor landed = empty(src.shape(), TensorOptions(wire).device(device));
+    backend_for(DeviceKind::CUDA, "to")
+        .copy_between(from.kind, from.index, dense.data(), device.kind, device.index, landed.data(),
+                      dense.numel() * dtype_size(wire));
+    return wire == dtype ? landed : copy_to(landed, device, dtype);
+  }
   Tensor dst = empty(src.shape(), TensorOptions(dtype).device(device));
   if (src.numel() == 0) return dst;
-  // Between logical CPU devices both sides are host memory. Copies that involve a GPU are the CUDA
-  // backend's (host<->device and peer copies); backend_for() reports a build without one.
-  const Device engine = src.device().is_cuda() ? src.device() : device;
-  backend_for(engine.kind, "to").copy(src.dtype(), ops::desc_of(src), dtype, ops::desc_of(dst), ops::stream_of(dst));
+  backend_for(device.kind, "to").copy(src.dtype(), ops::desc_of(src), dtype, ops::desc_of(dst), ops::stream_of(dst));
   return dst;
 }
 

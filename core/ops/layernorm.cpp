@@ -2,8 +2,9 @@
 //
 //   mu = mean(x),  var = mean((x - mu)^2),  y = (x - mu) / sqrt(var + eps) * weight + bias
 // Written as a composition of differentiable ops, so its backward is derived by the engine (and
-// checked by gradcheck). It costs several passes over x; the CUDA backend fuses it into one kernel
-// per direction (issue 3/8), and the CPU path can follow if profiles ask for it.
+// checked by gradcheck), and it runs on every backend, CUDA included, with no kernel of its own. It
+// costs several passes over x; a fused kernel per direction would need a LayerNorm entry in
+// kernels/backend.h, which does not exist yet.
 #include "core/ops/op_utils.h"
 
 namespace ringgrad {

@@ -26,7 +26,7 @@ struct CrossEntropyBackward final : Node {
     const int64_t dloss_stride = reduction == Reduction::None ? 1 : 0;
     const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(rows) : 1.0;
     if (p.numel() > 0)
-      ops::backend_of(p, name()).cross_entropy_backward(p.dtype(), p.data(), labels.unpack().data<int64_t>(),
+      ops::backend_of(p, name()).cross_entropy_backward(p.dtype(), p.data(), ops::index_data(labels.unpack()),
                                                         dloss.data(), dloss_stride, scale, dlogits.data(), rows, c,
                                                         label_smoothing, ops::stream_of(p));
     return {dlogits, Tensor()};
@@ -49,7 +49,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduc
   const int64_t rows = logits.size(0), c = logits.size(1);
   const Tensor x = logits.contiguous();
   const Tensor y = labels.contiguous();
-  if (y.device().is_cpu()) {  // a bad label would read out of bounds: check before the kernel
+  // A bad label would read out of bounds: check before the kernel. On a GPU the check would cost a
+  // host synchronisation per step; the CUDA kernel writes NaN into that row's loss instead.
+  if (y.device().is_cpu()) {
     const int64_t* label = y.data<int64_t>();
     for (int64_t r = 0; r < rows; ++r)
       RINGGRAD_CHECK(label[r] >= 0 && label[r] < c, "cross_entropy: expected labels in [0, ", c, ") for ", c,
@@ -59,7 +61,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduc
   Tensor loss_rows = empty({rows}, like);
   Tensor probs = empty({rows, c}, like);
   if (rows > 0)
-    ops::backend_of(x, "cross_entropy").cross_entropy_forward(x.dtype(), x.data(), y.data<int64_t>(),
+    ops::backend_of(x, "cross_entropy").cross_entropy_forward(x.dtype(), x.data(), ops::index_data(y),
                                                               loss_rows.data(), probs.data(), rows, c,
                                                               label_smoothing, ops::stream_of(x));
   Tensor out = loss_rows;

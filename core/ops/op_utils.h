@@ -41,8 +41,18 @@ inline void check_same(const char* op, const Tensor& a, const Tensor& b, const c
 
 inline Backend& backend_of(const Tensor& t, const char* op) { return backend_for(t.device().kind, op); }
 
-// The device stream kernels run on. CPU kernels ignore it; the CUDA backend supplies one per device.
-inline Stream stream_of(const Tensor&) { return nullptr; }
+// The device stream kernels run on: null on the CPU; on cuda:k the CUDA backend's stream of that GPU,
+// so all of a device's work runs in order.
+inline Stream stream_of(const Tensor& t) {
+  return backend_for(t.device().kind, "stream_of").stream_for(t.device().index);
+}
+
+// The int64 elements (labels, indices) of t as a kernel argument, on whatever device t lives;
+// Tensor::data<T>() is for host code and rejects GPU tensors.
+inline const int64_t* index_data(const Tensor& t) {
+  RINGGRAD_CHECK(t.dtype() == DType::i64, "index_data: expected an int64 tensor, got ", t.dtype());
+  return static_cast<const int64_t*>(t.data());
+}
 
 // How a kernel sees a tensor: pointer + shape + strides in elements.
 inline StridedDesc desc_of(const Tensor& t) {

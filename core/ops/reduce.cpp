@@ -39,7 +39,7 @@ struct MaxBackward final : Node {
     for (int64_t i = dim + 1; i < input_shape.size(); ++i) inner *= input_shape[i];
     if (grad.numel() > 0)
       ops::backend_of(grad, "max backward")
-          .scatter_add_dim(grad.dtype(), grad.data(), indices.unpack().data<int64_t>(), grad_input.data(), outer,
+          .scatter_add_dim(grad.dtype(), grad.data(), ops::index_data(indices.unpack()), grad_input.data(), outer,
                            input_shape[dim], inner, ops::stream_of(grad));
     return {grad_input};
   }

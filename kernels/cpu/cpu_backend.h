@@ -1,7 +1,7 @@
 // kernels/cpu/cpu_backend.h: the CPU implementation of the Backend interface.
 //
 // Each family of kernels lives in its own file next to this header:
-//   fill_copy.cpp  fill, arange, strided copy with dtype casts
+//   fill_copy.cpp  fill, arange, strided copy with dtype casts, host-to-host copy_between
 //   random.cpp     Philox uniform/normal draws and dropout
 //   unary.cpp      elementwise y = f(x) and its backward
 //   binary.cpp     elementwise a op b with broadcasting
@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
   void fill(DType dt, void* dst, int64_t n, double value, Stream s) override;
   void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) override;
   void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc& dst, Stream s) override;
+  void copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKind dst_kind, int dst_index, void* dst,
+                    int64_t nbytes) override;
   void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset, double a, double b,
               Stream s) override;
 

@@ -72,4 +72,16 @@ void CpuBackend::copy(DType src_dt, const StridedDesc& src, DType dst_dt, const 
   });
 }
 
+// Logical CPU devices share the host's memory, so a copy between them is one memcpy. core/ uses it
+// for nothing yet (its strided copy covers cpu:i -> cpu:j); a GPU on either side is the CUDA
+// backend's business.
+void CpuBackend::copy_between(DeviceKind src_kind, int, const void* src, DeviceKind dst_kind, int, void* dst,
+                              int64_t nbytes) {
+  RINGGRAD_CHECK(src_kind == DeviceKind::CPU && dst_kind == DeviceKind::CPU,
+                 "copy_between: the CPU backend copies between host buffers only; a copy to or from a GPU needs "
+                 "the CUDA backend");
+  RINGGRAD_CHECK(nbytes >= 0, "copy_between: expected a non-negative byte count, got ", nbytes);
+  if (nbytes > 0) std::memcpy(dst, src, static_cast<size_t>(nbytes));
+}
+
 }  // namespace ringgrad

@@ -6,7 +6,7 @@
 // Mapping: a grid-stride loop of 256-thread blocks; each thread handles elements i, i + grid, ...
 //          so any n works with a capped grid.
 // Purpose: proving the toolchain (sm_90 SASS + compute_90 PTX, the runtime, error checking). It is
-//          timed nowhere; the kernels of the CUDA backend (issue 3/8) follow this file's shape.
+//          timed nowhere; the kernels of the CUDA backend follow this file's shape.
 #include "kernels/cuda/probe.h"
 
 #include <algorithm>
@@ -44,24 +44,6 @@ class DeviceBuffer {
 };
 
 }  // namespace
-
-int cuda_device_count() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  switch (err) {
-    case cudaSuccess:
-      return count;
-    // No GPU, no driver, or only the driver's stub library: "no device", not a failure.
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorStubLibrary:
-      (void)cudaGetLastError();
-      return 0;
-    default:
-      RINGGRAD_CUDA_CHECK(err);
-      return 0;
-  }
-}
 
 void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& y) {
   RINGGRAD_CHECK(x.size() == y.size(), "cuda_probe_saxpy: expected x and y of the same size, got ", x.size(),

@@ -1,15 +1,14 @@
 // kernels/cuda/probe.h: the CUDA toolchain probe -- one real kernel, proving that nvcc, the sm_90
 // code and the CUDA runtime all work in this build. Free of CUDA types, so plain .cpp files (the
-// tests) can include it. Only built when RINGGRAD_CUDA is on; the CUDA backend proper is issue 3/8.
+// tests) can include it. Only built when RINGGRAD_CUDA is on; the CUDA backend proper is
+// kernels/cuda/cuda_backend.h.
 #pragma once
 
 #include <vector>
 
-namespace ringgrad {
+#include "core/cuda.h"  // cuda_device_count(): 0 when there is no GPU or no driver
 
-// Number of CUDA devices this process can use; 0 when there is no GPU or no driver (never throws
-// for that). Any other CUDA failure throws ringgrad::Error.
-int cuda_device_count();
+namespace ringgrad {
 
 // y = a*x + y on cuda:0: copies x and y to the device, runs saxpy_kernel, copies y back.
 // Throws ringgrad::Error when x and y differ in size, or when there is no GPU.

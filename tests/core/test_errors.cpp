@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/autograd/engine.h"
+#include "core/cuda.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/generator.h"
@@ -117,11 +118,38 @@ TEST_CASE("a device index beyond the configured count is rejected", "[errors]") 
 
 TEST_CASE("a CUDA tensor in a CPU-only build says CUDA is not built in", "[errors]") {
   if (built_with_cuda()) {
-    WARN("this build has the CUDA toolchain; the CPU-only message is not checked");
+    WARN("this build has the CUDA backend; the CPU-only message is not checked");
     return;
   }
-  CHECK_ERROR(zeros({2, 3}, Device::cuda(0)), "CUDA");
+  CHECK(cuda_device_count() == 0);
+  CHECK_ERROR(zeros({2, 3}, Device::cuda(0)), "empty", "no CUDA backend in this build", "-DRINGGRAD_CUDA=ON");
   CHECK_ERROR(f32({2, 3}).to(Device::cuda(0)), "CUDA");
+  CHECK_ERROR(cuda_memory_stats(0), "cuda_memory_stats", "no CUDA backend in this build");
+  CHECK_ERROR(cuda_pinned_allocator(), "cuda_pinned_allocator", "no CUDA backend in this build");
+  cuda_empty_cache();  // nothing cached: nothing to do, and no error
+}
+
+TEST_CASE("a CUDA build without a GPU loads, runs CPU work, and names the missing GPU", "[errors]") {
+  if (!built_with_cuda() || cuda_device_count() > 0) {
+    WARN("not a CUDA build on a machine without a GPU; that case is not checked here");
+    return;
+  }
+  CHECK(f32({2, 3}).numel() == 6);  // CPU work is unaffected
+  CHECK_ERROR(zeros({2, 3}, Device::cuda(0)), "empty", "no CUDA GPU is visible");
+  CHECK_ERROR(f32({2, 3}).to(Device::cuda(0)), "to", "no CUDA GPU is visible");
+  CHECK_ERROR(cuda_memory_stats(0), "cuda_memory_stats", "no CUDA GPU is visible");
+  CHECK_ERROR(cuda_synchronize(0), "cuda_synchronize", "no CUDA GPU is visible");
+  cuda_empty_cache();
+}
+
+TEST_CASE("a CUDA device index beyond the visible GPUs is rejected with the valid range", "[errors]") {
+  if (!built_with_cuda() || cuda_device_count() == 0) {
+    WARN("no GPU visible; the range message is not checked");
+    return;
+  }
+  const int n = cuda_device_count();
+  CHECK_ERROR(zeros({2}, Device::cuda(n)), "empty", "cuda:0..cuda:", detail::str("got cuda:", n));
+  CHECK_ERROR(f32({2}).to(Device::cuda(n)), "to", detail::str("got cuda:", n));
 }
 
 TEST_CASE("set_cpu_device_count after devices were used throws", "[errors]") {

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "kernels/backend.h"
@@ -511,7 +512,23 @@ TEST_CASE("backend_for: a CUDA request names the op and says how to get CUDA", "
   if (!built_with_cuda()) {
     CHECK_THROWS_WITH(backend_for(DeviceKind::CUDA, "tanh"),
                       "tanh: no CUDA backend in this build (configure with -DRINGGRAD_CUDA=ON)");
+  } else if (cuda_device_count() == 0) {
+    CHECK_THROWS_WITH(backend_for(DeviceKind::CUDA, "tanh"),
+                      Catch::StartsWith("tanh: no CUDA GPU is visible to this process"));
   } else {
-    CHECK_THROWS_AS(backend_for(DeviceKind::CUDA, "tanh"), Error);
+    CHECK(std::string(backend_for(DeviceKind::CUDA, "tanh").name()) == "cuda");
   }
+}
+
+TEST_CASE("cpu backend: copy_between copies host bytes and refuses a GPU side", "[kernels]") {
+  const std::vector<int64_t> src = {1, -2, 3, 1LL << 40};
+  std::vector<int64_t> dst(4, 0);
+  cpu().copy_between(DeviceKind::CPU, 0, src.data(), DeviceKind::CPU, 1, dst.data(), 32);
+  CHECK(dst == src);
+  cpu().copy_between(DeviceKind::CPU, 0, nullptr, DeviceKind::CPU, 0, nullptr, 0);  // nothing to copy
+  CHECK_THROWS_WITH(cpu().copy_between(DeviceKind::CUDA, 0, src.data(), DeviceKind::CPU, 0, dst.data(), 8),
+                    Catch::Contains("copy_between") && Catch::Contains("CUDA backend"));
+  CHECK_THROWS_WITH(cpu().copy_between(DeviceKind::CPU, 0, src.data(), DeviceKind::CPU, 0, dst.data(), -1),
+                    Catch::Contains("non-negative byte count, got -1"));
+  CHECK(cpu().stream_for(0) == nullptr);  // CPU kernels run on the calling thread
 }

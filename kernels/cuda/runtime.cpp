@@ -1,0 +1,165 @@
+// kernels/cuda/runtime.cpp: device count, the current-device guard, per-device streams, events and
+// peer access (kernels/cuda/runtime.h explains why each exists).
+//
+// Plain C++ against the CUDA runtime API: nothing here runs on the GPU, so nvcc is not needed.
+#include "kernels/cuda/runtime.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "core/cuda.h"
+#include "core/error.h"
+
+namespace ringgrad {
+namespace cuda {
+namespace {
+
+int query_device_count() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  switch (err) {
+    case cudaSuccess:
+      return count;
+    // No GPU, no driver, or only the driver's stub library: "no device", not a failure, so a CUDA
+    // build still loads and runs its CPU work on such a machine.
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorStubLibrary:
+      (void)cudaGetLastError();
+      return 0;
+    default:
+      RINGGRAD_CUDA_CHECK(err);
+      return 0;
+  }
+}
+
+// One slot per device, allocated once. The stream pointer is atomic so that the hot path
+// (stream_for and device_of on every op) reads it without a lock; creation takes the mutex.
+struct DeviceSlots {
+  explicit DeviceSlots(int n) : streams(new std::atomic<cudaStream_t>[static_cast<size_t>(n)]), count(n) {
+    for (int i = 0; i < n; ++i) streams[i].store(nullptr);
+  }
+  std::unique_ptr<std::atomic<cudaStream_t>[]> streams;
+  int count;
+  std::mutex create_mutex;
+};
+
+DeviceSlots& slots() {
+  // Never destroyed: streams must outlive every tensor, including those freed during static destruction.
+  static auto* s = new DeviceSlots(device_count());
+  return *s;
+}
+
+}  // namespace
+
+int device_count() {
+  static const int count = query_device_count();
+  return count;
+}
+
+void check_device(int device, const char* op) {
+  const int n = device_count();
+  RINGGRAD_CHECK(n > 0, op, ": no CUDA GPU is visible to this process (no GPU, no driver, or CUDA_VISIBLE_DEVICES "
+                 "hides them); this build has the CUDA backend, so the same program runs where there is one");
+  RINGGRAD_CHECK(device >= 0 && device < n, op, ": expected a device in cuda:0..cuda:", n - 1, " (", n,
+                 n == 1 ? " GPU" : " GPUs", " visible), got cuda:", device);
+}
+
+CudaDeviceGuard::CudaDeviceGuard(int device) {
+  int current = -1;
+  RINGGRAD_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device) {
+    RINGGRAD_CUDA_CHECK(cudaSetDevice(device));
+    previous_ = current;
+  }
+}
+
+CudaDeviceGuard::~CudaDeviceGuard() {
+  // A destructor must not throw; restoring a device that was current a moment ago does not fail.
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+cudaStream_t stream_for(int device) {
+  check_device(device, "stream_for");
+  DeviceSlots& s = slots();
+  cudaStream_t stream = s.streams[device].load(std::memory_order_acquire);
+  if (stream != nullptr) return stream;
+  std::lock_guard<std::mutex> lock(s.create_mutex);
+  stream = s.streams[device].load(std::memory_order_acquire);
+  if (stream == nullptr) {
+    CudaDeviceGuard guard(device);
+    RINGGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    s.streams[device].store(stream, std::memory_order_release);
+  }
+  return stream;
+}
+
+int device_of(cudaStream_t stream, const char* op) {
+  if (stream != nullptr && device_count() > 0) {
+    DeviceSlots& s = slots();
+    for (int d = 0; d < s.count; ++d)
+      if (s.streams[d].load(std::memory_order_acquire) == stream) return d;
+  }
+  throw Error(detail::str(op, ": expected a stream of the CUDA backend (Backend::stream_for(device)), got ",
+                          stream == nullptr ? std::string("the null stream") : detail::str(static_cast<void*>(stream)),
+                          "; ringgrad never queues work on the legacy default stream"));
+}
+
+void synchronize(int device) {
+  const cudaStream_t stream = stream_for(device);
+  CudaDeviceGuard guard(device);
+  RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+Event::Event(int device) : device_(device) {
+  CudaDeviceGuard guard(device);
+  RINGGRAD_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+}
+
+Event::~Event() {
+  // Destroying an event whose record or waits are still pending is allowed: the driver releases it
+  // once they complete.
+  if (event_ != nullptr) (void)cudaEventDestroy(event_);
+}
+
+void Event::record(cudaStream_t stream) {
+  CudaDeviceGuard guard(device_);  // an event is recorded on a stream of the device it was created on
+  RINGGRAD_CUDA_CHECK(cudaEventRecord(event_, stream));
+}
+
+void Event::wait_in(cudaStream_t stream) { RINGGRAD_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
+
+bool can_access_peer(int dst_device, int src_device) {
+  static std::mutex mutex;
+  static auto* known = new std::map<std::pair<int, int>, bool>();
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(dst_device, src_device);
+  if (const auto it = known->find(key); it != known->end()) return it->second;
+  int can = 0;
+  RINGGRAD_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, dst_device, src_device));
+  if (can) {
+    CudaDeviceGuard guard(dst_device);
+    const cudaError_t err = cudaDeviceEnablePeerAccess(src_device, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();  // enabled by someone else in this process: fine
+    } else {
+      RINGGRAD_CUDA_CHECK(err);
+    }
+  }
+  (*known)[key] = can != 0;
+  return can != 0;
+}
+
+}  // namespace cuda
+
+int cuda_device_count() { return cuda::device_count(); }
+
+void cuda_synchronize(int device) {
+  cuda::check_device(device, "cuda_synchronize");
+  cuda::synchronize(device);
+}
+
+}  // namespace ringgrad

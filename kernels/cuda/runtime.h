@@ -1,0 +1,70 @@
+// kernels/cuda/runtime.h: the CUDA runtime pieces the backend stands on -- the device count, a guard
+// that makes a device current for a scope, one ringgrad stream per device, events, and peer access.
+//
+// Why a guard: CUDA keeps a "current device" per host thread; every cudaMalloc, launch and stream
+// belongs to it. ringgrad runs work for different GPUs from the same threads (and the autograd engine
+// from device workers), so each backend call makes the device of its stream current and restores the
+// previous one afterwards, instead of trusting whatever the thread last set.
+//
+// Why one stream per device: work on one stream runs in order, which is what makes the caching
+// allocator's reuse safe (core/caching_allocator.h) and copies correctly ordered after the kernels
+// that produce their source. It is created with cudaStreamNonBlocking so it never waits for, or
+// holds up, the legacy default stream that other libraries in the process may use.
+// Private to the library: needs the CUDA toolkit's headers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace ringgrad {
+namespace cuda {
+
+// Same as ringgrad::cuda_device_count() (core/cuda.h): 0 without a GPU or driver, read once.
+int device_count();
+
+// Throws ringgrad::Error naming `op` unless 0 <= device < device_count().
+void check_device(int device, const char* op);
+
+// Makes `device` current for the guard's lifetime; restores the previous device afterwards.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int device);
+  ~CudaDeviceGuard();
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
+
+// ringgrad's stream on `device`, created (non-blocking) on first use and kept for the process.
+cudaStream_t stream_for(int device);
+// The device of a stream returned by stream_for(); throws ringgrad::Error naming `op` for any other
+// stream, the legacy default stream (null) included.
+int device_of(cudaStream_t stream, const char* op);
+// Waits for everything queued on ringgrad's stream of `device`.
+void synchronize(int device);
+
+// A CUDA event (no timing) created on `device`: record() marks a point in a stream of that device,
+// and wait_in() makes another stream -- of any device -- wait for that point without blocking the host.
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t stream);
+  void wait_in(cudaStream_t stream);
+
+ private:
+  int device_;
+  cudaEvent_t event_ = nullptr;
+};
+
+// Whether `dst_device` can read and write `src_device`'s memory directly (NVLink or PCIe P2P); the
+// first query for a pair also enables that access. Cached per pair.
+bool can_access_peer(int dst_device, int src_device);
+
+}  // namespace cuda
+}  // namespace ringgrad
