@@ -22,3 +22,15 @@ if(NOT RINGGRAD_CUDA STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "ringgrad: CUDA backend ${RINGGRAD_WITH_CUDA} (RINGGRAD_CUDA=${RINGGRAD_CUDA})")
+
+# NCCL (the "nccl" process-group backend) comes with the CUDA toolkit here, or from NVIDIA's libnccl-dev.
+# Found -> RINGGRAD_WITH_NCCL; not found -> the backend answers "not in this build".
+set(RINGGRAD_WITH_NCCL OFF)
+if(RINGGRAD_WITH_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib /usr/local/cuda/lib)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(RINGGRAD_WITH_NCCL ON)
+  endif()
+  message(STATUS "ringgrad: NCCL backend ${RINGGRAD_WITH_NCCL} (${NCCL_LIBRARY})")
+endif()

@@ -1,0 +1,126 @@
+// parallel/process_group.h: a group of processes that run collectives together, and how to make one.
+//
+// Every process of a job calls init_process_group(); it reads where it stands (RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT -- the variables torchrun, ringrun and SLURM/MPI wrappers set),
+// meets the others through a TCPStore served by rank 0, and returns a ProcessGroup. Collectives are
+// asynchronous: each returns a Work to wait() on, so a caller (DDP's reducer) can launch one and keep
+// computing. They run in the order they were launched, which must be the same on every rank.
+//
+//   auto pg = parallel::init_process_group("ring");      // or "nccl" for CUDA tensors
+//   Tensor g = ...;                                        // same shape on every rank
+//   pg->all_reduce(g, parallel::ReduceOp::Avg)->wait();   // g is now the mean over all ranks
+//
+// Every collective has a deadline (the group's timeout, 300 s unless set): a peer that dies or
+// stalls makes the others fail with an error naming the rank and the collective, never hang.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/store.h"
+
+namespace ringgrad {
+namespace parallel {
+
+// How all_reduce and reduce_scatter combine the ranks' values (PyTorch's dist.ReduceOp).
+enum class ReduceOp : uint8_t { Sum, Avg, Min, Max };
+const char* reduce_op_name(ReduceOp op);
+
+// A collective in flight. wait() blocks until it finished and rethrows its error, if any.
+class Work {
+ public:
+  explicit Work(std::string description) : description_(std::move(description)) {}
+  virtual ~Work() = default;
+  virtual bool is_completed() const;
+  virtual void wait();
+  const std::string& description() const { return description_; }  // "all_reduce(sum, 1048576 x float32)"
+
+  // When the collective started and finished running (not when it was queued): for timelines.
+  std::chrono::steady_clock::time_point start_time() const;
+  std::chrono::steady_clock::time_point end_time() const;
+
+  // Backend side: mark the start, and the end with or without an error.
+  void mark_started();
+  void mark_done(std::exception_ptr error = nullptr);
+
+ protected:
+  mutable std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::string description_;
+  std::chrono::steady_clock::time_point start_, end_;
+};
+
+class ProcessGroup {
+ public:
+  ProcessGroup(int rank, int size, std::chrono::milliseconds timeout);
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual const char* backend_name() const = 0;
+
+  // All in place on dense tensors of the same shape and dtype on every rank.
+  // tensor = op over ranks of tensor.
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  // tensor = root's tensor.
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) = 0;
+  // outputs[r] = rank r's input (outputs: size() tensors shaped like input).
+  virtual std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  // output = op over ranks of inputs[rank()] (inputs: size() tensors shaped like output).
+  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                               ReduceOp op = ReduceOp::Sum) = 0;
+  // Returns once every rank reached it.
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+  // Deadline of each collective from when it starts running (default 300 s, like PyTorch).
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ protected:
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Where this process stands in the job. Values left at -1 / "" are read from the environment.
+struct InitOptions {
+  int rank = -1, world_size = -1, local_rank = -1;
+  std::string master_addr;  // default: MASTER_ADDR, else 127.0.0.1
+  int master_port = -1;     // default: MASTER_PORT (required when world_size > 1)
+  std::chrono::milliseconds timeout{300000};
+  // ring only: "auto" (shared memory when every rank is on this host, else TCP), "tcp" or "shm".
+  std::string transport = "auto";
+
+  InitOptions& with_rank(int r) { rank = r; return *this; }
+  InitOptions& with_world_size(int w) { world_size = w; return *this; }
+  InitOptions& with_master(std::string addr, int port) { master_addr = std::move(addr); master_port = port; return *this; }
+  InitOptions& with_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
+  InitOptions& with_transport(std::string t) { transport = std::move(t); return *this; }
+};
+
+// The launch variables after defaults and checks. Throws naming the missing or invalid variable and
+// how to launch ("run it with tools/ringrun --nproc-per-node N prog, or set RANK and WORLD_SIZE").
+struct LaunchInfo {
+  int rank = 0, world_size = 1, local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+};
+LaunchInfo read_launch_info(const InitOptions& options);
+
+// Creates this process's group: backend "ring" (CPU tensors; the hand-written ring all-reduce) or
+// "nccl" (CUDA tensors; needs a build with NCCL). It also becomes the default group.
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options = {});
+std::shared_ptr<ProcessGroup> default_process_group();  // null before init_process_group
+void destroy_process_group();                           // drops the default group
+
+}  // namespace parallel
+}  // namespace ringgrad

@@ -1,0 +1,168 @@
+// parallel/ring/ring_collectives.cpp: reduce-scatter, all-gather, all-reduce and broadcast on a ring.
+#include "parallel/ring/ring_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ringgrad {
+namespace parallel {
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// bfloat16 is the top half of a float32: widen by shifting, narrow with round-to-nearest-even.
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+template <typename T>
+void reduce_typed(T* __restrict dst, const T* __restrict src, int64_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:  // summed here, divided once at the owner
+      for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+      return;
+    case ReduceOp::Min:
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i] < dst[i] ? src[i] : dst[i];
+      return;
+    case ReduceOp::Max:
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i] > dst[i] ? src[i] : dst[i];
+      return;
+  }
+}
+
+void reduce_bf16(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = bf16_to_float(dst[i]), b = bf16_to_float(src[i]);
+    float r = a + b;
+    if (op == ReduceOp::Min) r = b < a ? b : a;
+    if (op == ReduceOp::Max) r = b > a ? b : a;
+    dst[i] = float_to_bf16(r);
+  }
+}
+
+}  // namespace
+
+std::string describe_tag(uint64_t tag) {
+  return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff);
+}
+
+std::vector<Chunk> split_chunks(void* data, int64_t count, int64_t element_size, int parts) {
+  std::vector<Chunk> chunks(parts);
+  int64_t offset = 0;
+  for (int c = 0; c < parts; ++c) {
+    const int64_t n = count / parts + (c < count % parts ? 1 : 0);
+    chunks[c] = {static_cast<uint8_t*>(data) + offset * element_size, n};
+    offset += n;
+  }
+  return chunks;
+}
+
+void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::f32: return reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
+    case DType::f64: return reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
+    case DType::bf16:
+      return reduce_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    default:
+      throw Error(detail::str("ring: reductions support float32, float64 and bfloat16, got ", dtype));
+  }
+}
+
+void divide_by(void* data, int64_t count, DType dtype, int divisor) {
+  if (dtype == DType::f32) {
+    float* p = static_cast<float*>(data);
+    for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<float>(divisor);
+  } else if (dtype == DType::f64) {
+    double* p = static_cast<double*>(data);
+    for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<double>(divisor);
+  } else if (dtype == DType::bf16) {
+    uint16_t* p = static_cast<uint16_t*>(data);
+    for (int64_t i = 0; i < count; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) / static_cast<float>(divisor));
+  } else {
+    throw Error(detail::str("ring: averages support float32, float64 and bfloat16, got ", dtype));
+  }
+}
+
+void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks, DType dtype, ReduceOp op) {
+  const int n = ring.size, r = ring.rank;
+  const int64_t esize = dtype_size(dtype);
+  for (int s = 0; s < n - 1; ++s) {
+    const Chunk& out = chunks[mod(r - 1 - s, n)];
+    const Chunk& in = chunks[mod(r - 2 - s, n)];
+    // Each piece is reduced the moment it arrives, straight from the transport's buffer, while
+    // the rest of the chunk is still on its way.
+    const uint64_t tag = make_tag(ring.collective, s);
+    ring.link->exchange(
+        tag, out.data, out.count * esize, tag, nullptr, in.count * esize,
+        [&](const uint8_t* data, size_t offset, size_t bytes) {
+          RINGGRAD_CHECK(offset % esize == 0 && bytes % esize == 0, "ring: a piece of ", bytes, " bytes at offset ",
+                         offset, " does not hold whole ", dtype, " elements");
+          reduce_into(in.data + offset, data, static_cast<int64_t>(bytes) / esize, dtype, op);
+        },
+        ring.deadline);
+  }
+}
+
+void ring_all_gather(const RingStep& ring, const std::vector<Chunk>& chunks, int64_t element_size) {
+  const int n = ring.size, r = ring.rank;
+  for (int s = 0; s < n - 1; ++s) {
+    const Chunk& out = chunks[mod(r - s, n)];
+    const Chunk& in = chunks[mod(r - 1 - s, n)];
+    // Steps after the reduce-scatter's N-1 are numbered on, so the two phases' tags never collide.
+    const uint64_t tag = make_tag(ring.collective, n + s);
+    ring.link->exchange(tag, out.data, out.count * element_size, tag, in.data, in.count * element_size, nullptr,
+                        ring.deadline);
+  }
+}
+
+void ring_all_reduce(const RingStep& ring, void* data, int64_t count, DType dtype, ReduceOp op) {
+  if (ring.size == 1) {
+    return;  // one rank: the sum, min, max and average of one value is that value
+  }
+  const std::vector<Chunk> chunks = split_chunks(data, count, dtype_size(dtype), ring.size);
+  ring_reduce_scatter(ring, chunks, dtype, op);
+  if (op == ReduceOp::Avg) divide_by(chunks[ring.rank].data, chunks[ring.rank].count, dtype, ring.size);
+  ring_all_gather(ring, chunks, dtype_size(dtype));
+}
+
+void ring_broadcast(const RingStep& ring, void* data, int64_t bytes, int root) {
+  const int n = ring.size;
+  if (n == 1 || bytes == 0) return;
+  // The ring starting at root: position 0 only sends, position n-1 only receives, the others pass
+  // each segment on while receiving the next one, so after a short start-up every link is busy.
+  constexpr int64_t kSegmentBytes = 256 << 10;
+  const int position = mod(ring.rank - root, n);
+  const int64_t segments = (bytes + kSegmentBytes - 1) / kSegmentBytes;
+  uint8_t* base = static_cast<uint8_t*>(data);
+  auto segment = [&](int64_t i) { return std::make_pair(base + i * kSegmentBytes, std::min(kSegmentBytes, bytes - i * kSegmentBytes)); };
+  const bool sends = position != n - 1, receives = position != 0;
+  // Iteration i sends segment i-1 (received in the previous iteration; the root sends segment i).
+  for (int64_t i = 0; i <= segments; ++i) {
+    const int64_t send_index = position == 0 ? i : i - 1;
+    const bool send_now = sends && send_index >= 0 && send_index < segments;
+    const bool recv_now = receives && i < segments;
+    if (!send_now && !recv_now) continue;
+    const auto out = send_now ? segment(send_index) : std::make_pair(base, int64_t{0});
+    const auto in = recv_now ? segment(i) : std::make_pair(base, int64_t{0});
+    // A message's tag is its segment's index, so the receiver of segment k checks for tag k.
+    ring.link->exchange(make_tag(ring.collective, static_cast<uint32_t>(send_index < 0 ? 0 : send_index)), out.first,
+                        static_cast<size_t>(out.second), make_tag(ring.collective, static_cast<uint32_t>(i)), in.first,
+                        static_cast<size_t>(in.second), nullptr, ring.deadline);
+  }
+}
+
+}  // namespace parallel
+}  // namespace ringgrad

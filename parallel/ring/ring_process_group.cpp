@@ -1,0 +1,217 @@
+// parallel/ring/ring_process_group.cpp: checks, the queue, the communication thread, staging.
+#include "parallel/ring/ring_process_group.h"
+
+#include <cstring>
+
+#include "core/autograd/grad_mode.h"
+#include "core/error.h"
+#include "parallel/ring/ring_collectives.h"
+#include "parallel/ring/shm_link.h"
+#include "parallel/ring/tcp_link.h"
+
+namespace ringgrad {
+namespace parallel {
+namespace {
+
+bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
+
+void check_tensor(const char* op, const Tensor& t, const char* what) {
+  RINGGRAD_CHECK(t.defined(), op, ": expected a defined tensor for ", what, ", got an undefined one");
+  RINGGRAD_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor for ", what, ", got shape ", t.shape(),
+                 " with strides ", t.strides(), "; pass t.contiguous() and copy the result back");
+}
+
+void check_like(const char* op, const Tensor& t, const Tensor& reference, const std::string& what) {
+  check_tensor(op, t, what.c_str());
+  RINGGRAD_CHECK(t.shape() == reference.shape() && t.dtype() == reference.dtype() && t.device() == reference.device(),
+                 op, ": expected ", what, " to be ", reference.shape(), " ", reference.dtype(), " on ",
+                 reference.device(), ", got ", t.shape(), " ", t.dtype(), " on ", t.device());
+}
+
+std::string describe(const char* op, const Tensor& t, const std::string& extra = "") {
+  return detail::str(op, "(", extra, extra.empty() ? "" : ", ", t.numel(), " x ", t.dtype(), " on ", t.device(), ")");
+}
+
+// The ring works on host memory. A CUDA tensor is copied to the host before and back after (the
+// CUDA backend stages through pinned memory); a CPU tensor is used in place.
+struct HostView {
+  explicit HostView(const Tensor& t) : original(t), host(t.device().is_cpu() ? t : t.detach().to(Device::cpu())) {}
+  void* data() const { return host.data(); }
+  void write_back() const {
+    if (!original.device().is_cpu()) original.copy_(host);
+  }
+  Tensor original, host;
+};
+
+}  // namespace
+
+RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, const RingOptions& options)
+    : ProcessGroup(rank, size, options.timeout), store_(std::move(store)) {
+  RINGGRAD_CHECK(options.transport == "auto" || options.transport == "tcp" || options.transport == "shm",
+                 "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport, "\"");
+  if (size > 1) {
+    RINGGRAD_CHECK(store_ != nullptr, "ring: a group of ", size, " ranks needs a store to meet through, got none");
+    const net::Deadline deadline = net::deadline_in(options.timeout);
+    std::string transport = options.transport;
+    if (transport == "auto") transport = all_ranks_on_this_host(*store_, rank, size) ? "shm" : "tcp";
+    if (transport == "shm") {
+      link_ = std::make_unique<ShmLink>(*store_, rank, size, deadline);
+    } else {
+      link_ = std::make_unique<TcpLink>(*store_, rank, size, options.master_addr, deadline);
+    }
+  }
+  thread_ = std::thread([this] { communication_loop(); });
+}
+
+RingProcessGroup::~RingProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+// A rank that is not next to a dead one only sees its neighbour hang up. The store tells it what
+// happened first: the first rank to fail writes its reason there before telling its neighbours, so
+// by the time they fail it is readable. Best effort -- the store may have died with rank 0.
+std::string RingProcessGroup::first_failure(const std::string& mine) {
+  if (!store_) return "";
+  try {
+    if (store_->check({"ring/first_failure"})) return store_->get_string("ring/first_failure");
+    store_->set("ring/first_failure", mine);
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+const char* RingProcessGroup::transport_name() const { return link_ ? link_->name() : "none"; }
+
+std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description,
+                                                std::function<void(uint64_t, net::Deadline)> run) {
+  auto work = std::make_shared<Work>(std::move(description));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back({work, std::move(run)});
+  }
+  wake_.notify_all();
+  return work;
+}
+
+void RingProcessGroup::communication_loop() {
+  NoGradGuard no_grad;  // staging copies back into tensors (parameters, too) are not part of any graph
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left to run
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job.work->mark_started();
+    const uint64_t collective = ++collectives_;
+    std::string broken;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      broken = broken_;
+    }
+    if (!broken.empty()) {
+      job.work->mark_done(std::make_exception_ptr(
+          Error(detail::str(job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
+      continue;
+    }
+    try {
+      job.run(collective, net::deadline_in(timeout()));
+      job.work->mark_done();
+    } catch (const std::exception& e) {
+      std::string message = detail::str(job.work->description(), " on rank ", rank_, ": ", e.what());
+      const std::string first = first_failure(message);
+      if (!first.empty()) message += " [first failure in the job: " + first + "]";
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        broken_ = message;
+      }
+      if (link_) link_->abort(e.what());
+      job.work->mark_done(std::make_exception_ptr(Error(message)));
+    }
+  }
+}
+
+std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  check_tensor("all_reduce", tensor, "the tensor");
+  RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64 or bfloat16, got ", tensor.dtype());
+  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op](uint64_t c, net::Deadline d) {
+    const HostView view(tensor);
+    ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
+    view.write_back();
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root) {
+  check_tensor("broadcast", tensor, "the tensor");
+  RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
+  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root](uint64_t c, net::Deadline d) {
+    const HostView view(tensor);
+    ring_broadcast({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel() * tensor.element_size(), root);
+    if (rank_ != root) view.write_back();
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  check_tensor("all_gather", input, "the input");
+  RINGGRAD_CHECK(static_cast<int>(outputs.size()) == size_, "all_gather: expected ", size_,
+                 " output tensors (one per rank), got ", outputs.size());
+  for (size_t r = 0; r < outputs.size(); ++r) check_like("all_gather", outputs[r], input, detail::str("output ", r));
+  return enqueue(describe("all_gather", input), [this, outputs, input](uint64_t c, net::Deadline d) {
+    std::vector<HostView> views;
+    for (const Tensor& t : outputs) views.emplace_back(t);
+    const HostView in(input);
+    const int64_t bytes = input.numel() * input.element_size();
+    std::memcpy(views[rank_].data(), in.data(), static_cast<size_t>(bytes));
+    std::vector<Chunk> chunks;
+    for (const HostView& v : views) chunks.push_back({static_cast<uint8_t*>(v.data()), input.numel()});
+    if (size_ > 1) ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, input.element_size());
+    for (const HostView& v : views) v.write_back();
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                       ReduceOp op) {
+  check_tensor("reduce_scatter", output, "the output");
+  RINGGRAD_CHECK(reducible(output.dtype()), "reduce_scatter: expected float32, float64 or bfloat16, got ",
+                 output.dtype());
+  RINGGRAD_CHECK(static_cast<int>(inputs.size()) == size_, "reduce_scatter: expected ", size_,
+                 " input tensors (one per rank), got ", inputs.size());
+  for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
+  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), [this, output, inputs, op](uint64_t c, net::Deadline d) {
+    // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
+    const int64_t count = output.numel(), bytes = count * output.element_size();
+    std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
+    std::vector<Chunk> chunks;
+    for (int r = 0; r < size_; ++r) {
+      const HostView in(inputs[r]);
+      std::memcpy(scratch.data() + r * bytes, in.data(), static_cast<size_t>(bytes));
+      chunks.push_back({scratch.data() + r * bytes, count});
+    }
+    if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
+    if (op == ReduceOp::Avg) divide_by(chunks[rank_].data, count, output.dtype(), size_);
+    const HostView out(output);
+    std::memcpy(out.data(), chunks[rank_].data, static_cast<size_t>(bytes));
+    out.write_back();
+  });
+}
+
+std::shared_ptr<Work> RingProcessGroup::barrier() {
+  return enqueue("barrier()", [this](uint64_t c, net::Deadline d) {
+    // An all-gather of one byte per rank: nobody finishes before every rank's byte went around.
+    if (size_ == 1) return;
+    std::vector<uint8_t> marks(static_cast<size_t>(size_), 0);
+    std::vector<Chunk> chunks;
+    for (int r = 0; r < size_; ++r) chunks.push_back({marks.data() + r, 1});
+    ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, 1);
+  });
+}
+
+}  // namespace parallel
+}  // namespace ringgrad

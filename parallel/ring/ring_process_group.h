@@ -1,0 +1,70 @@
+// parallel/ring/ring_process_group.h: ProcessGroup backend "ring" -- the hand-written ring.
+//
+// Collectives are checked on the caller's thread (so a wrong dtype fails at the call), then queued
+// to this group's communication thread, which runs them one after another in launch order -- the
+// same order on every rank, which is what lets the ranks' messages match up. The caller gets a Work
+// at once and keeps computing; DDP launches a bucket's all-reduce this way while backward goes on.
+//
+// A collective that fails (a peer died, the deadline passed, ranks disagree) marks its Work with the
+// error, tells the neighbours, and leaves the group broken: every later collective fails at once
+// with the original reason, as an aborted NCCL communicator does. Create a new group to go on.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "parallel/process_group.h"
+#include "parallel/ring/link.h"
+
+namespace ringgrad {
+namespace parallel {
+
+struct RingOptions {
+  std::chrono::milliseconds timeout{300000};
+  std::string transport = "auto";  // "auto", "tcp" or "shm"
+  std::string master_addr = "127.0.0.1";
+};
+
+class RingProcessGroup final : public ProcessGroup {
+ public:
+  // Rendezvous through `store` (null only for a group of one) and connect the ring.
+  RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, const RingOptions& options = {});
+  ~RingProcessGroup() override;  // finishes the queued collectives, then stops the thread
+
+  const char* backend_name() const override { return "ring"; }
+  const char* transport_name() const;  // "tcp", "shm", or "none" for a group of one
+
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op = ReduceOp::Sum) override;
+  std::shared_ptr<Work> barrier() override;
+
+ private:
+  struct Job {
+    std::shared_ptr<Work> work;
+    std::function<void(uint64_t collective, net::Deadline deadline)> run;
+  };
+  std::shared_ptr<Work> enqueue(std::string description, std::function<void(uint64_t, net::Deadline)> run);
+  void communication_loop();
+  std::string first_failure(const std::string& mine);
+
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<RingLink> link_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::string broken_;     // the first failure's message; non-empty = every later collective fails
+  uint64_t collectives_ = 0;  // numbers each collective's messages (communication thread only)
+  std::thread thread_;
+};
+
+}  // namespace parallel
+}  // namespace ringgrad

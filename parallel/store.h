@@ -1,0 +1,93 @@
+// parallel/store.h: the key-value store processes meet through, and TCPStore, its TCP server/client.
+//
+// Before processes can exchange tensors they must find each other: each needs its neighbours'
+// addresses, NCCL needs one unique id shared by all. The store is a tiny key-value service for
+// that, served by rank 0 (a thread inside rank 0's process) at MASTER_ADDR:MASTER_PORT; every rank,
+// rank 0 included, is a client. Same semantics as PyTorch's c10d TCPStore.
+//
+// Wire protocol (one request, one reply, on one TCP connection per client):
+//   request : u8 command, u32 key count, then per key [u32 length][bytes], then per command payload
+//   reply   : u8 status (0 ok, else error), then the command's result
+// All integers little-endian. Lengths are validated against limits BEFORE anything is allocated:
+// a key over 4 KiB, a value over max_value_bytes, or more than 1024 keys in one request is a protocol
+// error; the server answers nothing, closes that connection and carries on serving the others.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringgrad {
+namespace parallel {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Stores value under key (replacing any previous value) and wakes every get/wait on it.
+  virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  // The value of key, waiting until some client sets it; throws after timeout() naming the key.
+  virtual std::vector<uint8_t> get(const std::string& key) = 0;
+  // Atomically adds delta to the integer stored at key (0 when absent) and returns the new value.
+  // The integer is stored as its decimal text, as PyTorch does, so get() returns e.g. "3".
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Waits until every key exists; throws after timeout() naming the keys still missing.
+  virtual void wait(const std::vector<std::string>& keys) = 0;
+  // True when every key exists right now (does not wait).
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Removes key; returns whether it existed.
+  virtual bool delete_key(const std::string& key) = 0;
+
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Helpers for text values.
+  void set(const std::string& key, const std::string& value) { set(key, std::vector<uint8_t>(value.begin(), value.end())); }
+  std::string get_string(const std::string& key) {
+    const std::vector<uint8_t> v = get(key);
+    return std::string(v.begin(), v.end());
+  }
+
+ protected:
+  std::chrono::milliseconds timeout_{300000};
+};
+
+struct TCPStoreOptions {
+  std::string host = "127.0.0.1";  // the server binds here (not to every interface); clients connect here
+  int port = 29500;                // 0 on the server: pick a free port (read it back with port())
+  bool is_server = false;          // rank 0: serve the store in a background thread, and be a client too
+  std::chrono::milliseconds timeout{300000};  // connecting, and every blocking get/wait
+  std::string token;               // job token sent/checked first on every connection ("" = none)
+  int64_t max_value_bytes = 64ll << 20;
+
+  TCPStoreOptions& with_host(std::string h) { host = std::move(h); return *this; }
+  TCPStoreOptions& with_port(int p) { port = p; return *this; }
+  TCPStoreOptions& server(bool on = true) { is_server = on; return *this; }
+  TCPStoreOptions& with_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
+  TCPStoreOptions& with_token(std::string t) { token = std::move(t); return *this; }
+};
+
+class TCPStore : public Store {
+ public:
+  explicit TCPStore(const TCPStoreOptions& options);
+  ~TCPStore() override;  // a server stops its thread and closes every connection
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override;
+  std::vector<uint8_t> get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  using Store::set;
+
+  int port() const;  // the server's port (useful with port 0)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace parallel
+}  // namespace ringgrad

@@ -1,0 +1,196 @@
+// tests/parallel/worker/dist_worker.cpp: one rank of a multi-process test (see test_ring.cpp).
+//
+//   RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p ringgrad_dist_worker SCENARIO [TRANSPORT]
+//
+// Each scenario runs collectives through init_process_group("ring") and checks the results against
+// answers computed directly; it prints "ok" and exits 0, or prints what differed and exits 1. A
+// collective that fails with an error exits 3 after printing "error: <message>", which the
+// fault-injection tests expect from the survivors.
+#include <ringgrad/ringgrad.h>
+
+#include "parallel/ring/ring_process_group.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace ringgrad;
+using RedOp = parallel::ReduceOp;  // ringgrad::ReduceOp is the kernels' (sum/max over a dim)
+
+namespace {
+
+int g_failures = 0;
+
+#define EXPECT(cond, ...)                                                                       \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      ++g_failures;                                                                             \
+      if (g_failures < 20) std::printf("rank %d: FAILED %s: %s\n", rank, #cond, detail::str(__VA_ARGS__).c_str()); \
+    }                                                                                           \
+  } while (false)
+
+uint16_t to_bf16(float f) {  // exact for the small integers used below
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+float from_bf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Rank r's value at element i: small integers, so every sum is exact in any order and every dtype.
+double value(int r, int64_t i) { return static_cast<double>((i * 7 + r * 13) % 31) - 8.0; }
+
+Tensor filled(int r, int64_t n, DType dt) {
+  Tensor t = empty({n}, dt);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = value(r, i);
+    if (dt == DType::f32) static_cast<float*>(t.data())[i] = static_cast<float>(v);
+    if (dt == DType::f64) static_cast<double*>(t.data())[i] = v;
+    if (dt == DType::bf16) static_cast<uint16_t*>(t.data())[i] = to_bf16(static_cast<float>(v));
+  }
+  return t;
+}
+
+double element(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::f32) return static_cast<const float*>(t.data())[i];
+  if (t.dtype() == DType::f64) return static_cast<const double*>(t.data())[i];
+  return from_bf16(static_cast<const uint16_t*>(t.data())[i]);
+}
+
+double expected(RedOp op, int world, int64_t i, DType dt) {
+  double sum = 0, lo = 1e30, hi = -1e30;
+  for (int r = 0; r < world; ++r) {
+    sum += value(r, i);
+    lo = std::min(lo, value(r, i));
+    hi = std::max(hi, value(r, i));
+  }
+  switch (op) {
+    case RedOp::Sum: return sum;
+    case RedOp::Min: return lo;
+    case RedOp::Max: return hi;
+    case RedOp::Avg:
+      // The ring divides in the tensor's dtype; so does the answer.
+      if (dt == DType::f32) return static_cast<float>(sum) / static_cast<float>(world);
+      if (dt == DType::bf16) return from_bf16(to_bf16(static_cast<float>(sum) / static_cast<float>(world)));
+      return sum / world;
+  }
+  return 0;
+}
+
+bool close_enough(double got, double want, DType dt) {
+  // bfloat16 keeps 8 significant bits: an average like 13/3 is rounded to nearest.
+  return dt == DType::bf16 ? std::abs(got - want) <= std::abs(want) * (1.0 / 128) : got == want;
+}
+
+void collectives(parallel::ProcessGroup& pg) {
+  const int rank = pg.rank(), world = pg.size();
+  // 0 and 1 (fewer elements than ranks), odd, not divisible by the world size, and larger than a
+  // transport piece (128 KiB / 256 KiB), so pieces and chunks split unevenly.
+  const std::vector<int64_t> lengths = {0, 1, 3, 7, 1000, 100003, 300007};
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t n : lengths) {
+      for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min, RedOp::Max}) {
+        Tensor t = filled(rank, n, dt);
+        pg.all_reduce(t, op)->wait();
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT(close_enough(element(t, i), expected(op, world, i, dt), dt), "all_reduce ", parallel::reduce_op_name(op),
+                 " ", dt, " n=", n, " i=", i, ": got ", element(t, i), ", want ", expected(op, world, i, dt));
+      }
+      for (int root = 0; root < world; ++root) {
+        Tensor t = filled(rank, n, dt);
+        pg.broadcast(t, root)->wait();
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT(element(t, i) == value(root, i) || dt == DType::bf16, "broadcast root ", root, " n=", n, " i=", i);
+        if (dt == DType::bf16)
+          for (int64_t i = 0; i < n; ++i) EXPECT(element(t, i) == from_bf16(to_bf16(static_cast<float>(value(root, i)))), "bf16 broadcast");
+      }
+      std::vector<Tensor> gathered;
+      for (int r = 0; r < world; ++r) gathered.push_back(filled(world + 5, n, dt));  // anything but the answer
+      pg.all_gather(gathered, filled(rank, n, dt))->wait();
+      for (int r = 0; r < world; ++r) {
+        const Tensor want = filled(r, n, dt);
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT(element(gathered[r], i) == element(want, i), "all_gather from rank ", r, " n=", n, " i=", i);
+      }
+      for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Max}) {
+        // Rank r's input j is the pattern of rank r shifted by j, so each output differs.
+        std::vector<Tensor> inputs;
+        for (int j = 0; j < world; ++j) inputs.push_back(filled(rank, n, dt));
+        Tensor out = filled(world + 5, n, dt);
+        pg.reduce_scatter(out, inputs, op)->wait();
+        for (int64_t i = 0; i < n; ++i)
+          EXPECT(close_enough(element(out, i), expected(op, world, i, dt), dt), "reduce_scatter n=", n, " i=", i);
+      }
+    }
+  }
+  pg.barrier()->wait();
+}
+
+// Prints an FNV-1a hash of the bits of a random all-reduce, for the determinism test to compare.
+void determinism(parallel::ProcessGroup& pg) {
+  Tensor t = randn({1 << 20}, DType::f32, /*seed=*/1000 + pg.rank());
+  pg.all_reduce(t)->wait();
+  uint64_t hash = 1469598103934665603ull;
+  const uint8_t* bytes = static_cast<const uint8_t*>(t.data());
+  for (int64_t i = 0; i < t.numel() * 4; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  std::printf("hash %016llx\n", static_cast<unsigned long long>(hash));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  const std::string transport = argc > 2 ? argv[2] : "auto";
+  const int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");
+  const int victim = std::getenv("VICTIM") ? std::atoi(std::getenv("VICTIM")) : 1;
+  const int timeout_ms = std::getenv("TIMEOUT_MS") ? std::atoi(std::getenv("TIMEOUT_MS")) : 30000;
+  try {
+    auto pg = parallel::init_process_group(
+        "ring", parallel::InitOptions().with_transport(transport).with_timeout(std::chrono::milliseconds(timeout_ms)));
+    const auto ring = std::static_pointer_cast<parallel::RingProcessGroup>(pg);
+    std::printf("rank %d transport %s\n", rank, ring->transport_name());
+    if (scenario == "collectives") {
+      collectives(*pg);
+    } else if (scenario == "determinism") {
+      determinism(*pg);
+    } else if (scenario == "die") {
+      // The victim vanishes in the middle of a stream of all-reduces, as a crashed process does.
+      Tensor t = ones({1 << 18});
+      for (int step = 0; step < 1000; ++step) {
+        if (rank == victim && step == 5) ::kill(::getpid(), SIGKILL);
+        pg->all_reduce(t, RedOp::Avg)->wait();
+      }
+    } else if (scenario == "slow") {
+      // A rank that arrives late, but within the timeout, is just waited for.
+      if (rank == victim) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      Tensor t = full({1000}, 1.0);
+      pg->all_reduce(t)->wait();
+      EXPECT(element(t, 0) == pg->size(), "slow all_reduce: got ", element(t, 0));
+    } else if (scenario == "mismatch") {
+      Tensor t = ones({rank == victim ? 8 : 16});
+      pg->all_reduce(t)->wait();
+    } else {
+      std::printf("unknown scenario '%s'\n", scenario.c_str());
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::printf("error: %s\n", e.what());
+    std::fflush(stdout);
+    return 3;
+  }
+  std::printf(g_failures ? "rank %d: %d failures\n" : "rank %d: ok\n", rank, g_failures);
+  std::fflush(stdout);
+  return g_failures ? 1 : 0;
+}

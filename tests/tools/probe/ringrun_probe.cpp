@@ -1,0 +1,110 @@
+// tests/tools/probe/ringrun_probe.cpp: the program tests/tools/test_ringrun.cpp runs under ringrun.
+//
+// It first prints one line on stdout with what ringrun gave it:
+//   env RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500
+//       TOKEN=<token> PID=1234          (all on one line)
+// (a variable that is not set reads "<unset>"), then runs its arguments as a list of steps, in
+// order. A step written `name@R` runs on rank R only; the others skip it (and its argument).
+//   out TEXT        TEXT and a newline on stdout, in one write
+//   err TEXT        TEXT and a newline on stderr
+//   partial TEXT    TEXT on stdout, with no newline
+//   sleep MS        sleeps MS milliseconds
+//   exit CODE       exits with CODE
+//   kill SIG        sends itself signal SIG
+//   ignore-term     ignores SIGTERM from now on
+//   spawn-sleep MS  forks a child that prints "grandchild PID=<pid>" and sleeps MS; waits for it
+// Output goes through write(), not stdio: a buffered line would be lost by `kill` or `exit`.
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+namespace {
+
+void say(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string env_or_unset(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "<unset>";
+}
+
+void sleep_ms(long ms) {
+  timespec left{ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+[[noreturn]] void usage_error(const std::string& what) {
+  say(2, "ringrun_probe: " + what + "\n");
+  std::exit(64);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  say(1, "env RANK=" + env_or_unset("RANK") + " WORLD_SIZE=" + env_or_unset("WORLD_SIZE") +
+             " LOCAL_RANK=" + env_or_unset("LOCAL_RANK") + " LOCAL_WORLD_SIZE=" + env_or_unset("LOCAL_WORLD_SIZE") +
+             " MASTER_ADDR=" + env_or_unset("MASTER_ADDR") + " MASTER_PORT=" + env_or_unset("MASTER_PORT") +
+             " TOKEN=" + env_or_unset("RINGGRAD_JOB_TOKEN") + " PID=" + std::to_string(getpid()) + "\n");
+  const char* rank_text = std::getenv("RANK");
+  const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
+
+  for (int i = 1; i < argc; ++i) {
+    std::string step = argv[i];
+    bool mine = true;
+    const size_t at = step.find('@');
+    if (at != std::string::npos) {
+      mine = std::atoi(step.c_str() + at + 1) == rank;
+      step.resize(at);
+    }
+    if (step == "ignore-term") {
+      if (mine) signal(SIGTERM, SIG_IGN);
+      continue;
+    }
+    if (i + 1 >= argc) usage_error("step '" + step + "' expects an argument, got none");
+    const std::string arg = argv[++i];
+    if (!mine) continue;
+    if (step == "out") {
+      say(1, arg + "\n");
+    } else if (step == "err") {
+      say(2, arg + "\n");
+    } else if (step == "partial") {
+      say(1, arg);
+    } else if (step == "sleep") {
+      sleep_ms(std::atol(arg.c_str()));
+    } else if (step == "exit") {
+      std::exit(std::atoi(arg.c_str()));
+    } else if (step == "kill") {
+      kill(getpid(), std::atoi(arg.c_str()));
+      sleep_ms(10000);  // a blocked or ignored signal would otherwise let the probe carry on silently
+    } else if (step == "spawn-sleep") {
+      const pid_t child = fork();
+      if (child < 0) usage_error("fork failed");
+      if (child == 0) {
+        say(1, "grandchild PID=" + std::to_string(getpid()) + "\n");
+        sleep_ms(std::atol(arg.c_str()));
+        _exit(0);
+      }
+      int status;
+      while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+    } else {
+      usage_error("unknown step '" + step + "'");
+    }
+  }
+  return 0;
+}
