@@ -119,6 +119,8 @@ LaunchInfo read_launch_info(const InitOptions& options);
 // Creates this process's group: backend "ring" (CPU tensors; the hand-written ring all-reduce) or
 // "nccl" (CUDA tensors; needs a build with NCCL). It also becomes the default group.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options = {});
+// True when this build has the "nccl" backend (CUDA and NCCL were found at configure time).
+bool nccl_available();
 std::shared_ptr<ProcessGroup> default_process_group();  // null before init_process_group
 void destroy_process_group();                           // drops the default group
 

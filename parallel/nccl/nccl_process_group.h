@@ -12,9 +12,6 @@
 namespace ringgrad {
 namespace parallel {
 
-// True when this build has the NCCL backend.
-bool nccl_available();
-
 // One NCCL communicator for this rank on GPU local_rank, its unique id passed through `store`.
 std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank, int size, int local_rank,
                                                       std::chrono::milliseconds timeout);
