@@ -4,6 +4,7 @@
 
 #include "parallel/comm.h"
 #include "parallel/data_parallel.h"
+#include "parallel/distributed_data_parallel.h"
 #include "parallel/parallel_apply.h"
 #include "parallel/process_group.h"
 #include "parallel/replicate.h"

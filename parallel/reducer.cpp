@@ -1,0 +1,312 @@
+// parallel/reducer.cpp: buckets, the gradient hooks, launching in order, and the final callback.
+#include "parallel/reducer.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/autograd/engine.h"
+#include "core/autograd/grad_mode.h"
+#include "core/autograd/node.h"
+#include "core/ops.h"
+
+namespace ringgrad {
+namespace parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
+
+}  // namespace
+
+struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
+  struct Param {
+    std::string name;
+    Tensor tensor;
+    int bucket = 0;
+    int64_t offset = 0;  // elements into the bucket's buffer
+  };
+  struct Bucket {
+    std::vector<int> params;  // in the order their gradients are expected
+    Tensor buffer;            // flat, the parameters' dtype and device
+    int pending = 0;          // gradients still missing this step
+    bool ready = false;
+    std::shared_ptr<Work> work;
+    BucketTiming timing;
+  };
+
+  std::shared_ptr<ProcessGroup> group;
+  DDPOptions options;
+  std::vector<Param> params;
+  std::vector<Bucket> buckets;
+  std::vector<bool> param_ready;
+  size_t next_launch = 0;       // buckets launch in index order: the next one allowed to go
+  bool armed = false;           // a synchronised backward is expected
+  bool callback_queued = false;
+  bool require_sync = true;
+  DDPTimings current, last;     // the step being run, the last one finished
+  mutable std::mutex mutex;
+
+  void reset_step() {
+    std::fill(param_ready.begin(), param_ready.end(), false);
+    for (Bucket& b : buckets) {
+      b.pending = static_cast<int>(b.params.size());
+      b.ready = false;
+      b.work.reset();
+      b.timing = BucketTiming{b.timing.index, b.timing.bytes, b.timing.parameters, {}, {}, {}};
+    }
+    next_launch = 0;
+    armed = false;
+    callback_queued = false;
+  }
+
+  // Launches every bucket that is ready and has no unlaunched bucket before it. The order is what
+  // keeps the ranks in step: gradients may become ready in a different order on different ranks
+  // (threads, unused branches), the sequence of all-reduces never does.
+  void launch_ready() {
+    while (next_launch < buckets.size() && buckets[next_launch].ready) {
+      Bucket& b = buckets[next_launch++];
+      b.work = group->all_reduce(b.buffer, ReduceOp::Avg);
+    }
+  }
+
+  // Parameter i's gradient for this step (undefined: it has none; its slot counts as zero).
+  void mark_ready(int i, const Tensor& grad) {
+    const Param& p = params[i];
+    RINGGRAD_CHECK(!param_ready[i], "DistributedDataParallel: parameter '", p.name, "' received its gradient twice in "
+                   "one backward (a second backward through the same graph, or a reentrant backward, is not "
+                   "supported)");
+    param_ready[i] = true;
+    Bucket& b = buckets[p.bucket];
+    const Tensor slot = b.buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
+    slot.copy_(grad.defined() ? grad : zeros_like(slot));
+    if (--b.pending == 0) {
+      b.ready = true;
+      b.timing.ready = Clock::now();
+      if (options.overlap_) launch_ready();
+    }
+  }
+
+  void queue_finalize() {
+    if (callback_queued) return;
+    callback_queued = true;
+    std::shared_ptr<State> self = shared_from_this();
+    queue_callback([self] { self->finalize(); });
+  }
+
+  // The post-accumulate hook of parameter i: its .grad is complete for this backward.
+  void on_gradient(int i, const Tensor& leaf) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!armed) return;  // inside no_sync(), or a backward DDP's forward did not prepare
+    queue_finalize();
+    mark_ready(i, leaf.grad());
+  }
+
+  // Runs once backward is done, on the thread that called backward().
+  void finalize() {
+    std::lock_guard<std::mutex> lock(mutex);
+    current.backward_end = Clock::now();
+    if (!options.overlap_) launch_ready();  // the non-overlapped variant sends everything now
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!param_ready[i]) missing.push_back(params[i].name);
+
+    // Wait for every launched bucket -- also when about to fail, so that no all-reduce is left
+    // running into the next step and the ranks' sequences of collectives stay aligned.
+    std::exception_ptr error;
+    for (size_t b = 0; b < next_launch; ++b) {
+      try {
+        buckets[b].work->wait();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    const SteadyTime waited = Clock::now();
+    const size_t launched = next_launch;
+    armed = false;
+    callback_queued = false;
+    if (error) {
+      reset_step();
+      std::rethrow_exception(error);
+    }
+    if (!missing.empty()) {
+      std::string names;
+      for (size_t k = 0; k < missing.size() && k < 10; ++k) names += (k ? ", " : "") + missing[k];
+      if (missing.size() > 10) names += detail::str(" and ", missing.size() - 10, " more");
+      reset_step();
+      throw Error(detail::str("DistributedDataParallel: ", missing.size(), " parameter(s) received no gradient in this "
+                              "backward: ", names, ". Their buckets could not be reduced. If the model does not use "
+                              "every parameter in every step, pass DDPOptions().find_unused_parameters(true); if a "
+                              "parameter is never used, remove it or set requires_grad_(false)"));
+    }
+
+    // Write the averages back: into .grad, or make .grad a view of the bucket.
+    for (Param& p : params) {
+      const Tensor view = buckets[p.bucket].buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
+      if (options.gradient_as_bucket_view_) {
+        p.tensor.set_grad(view);
+      } else if (p.tensor.grad().defined()) {
+        p.tensor.grad().copy_(view);
+      } else {
+        p.tensor.set_grad(view.clone());  // an unused parameter (find_unused_parameters)
+      }
+    }
+    const SteadyTime copied = Clock::now();
+    current.exposed_comm_us = us_between(current.backward_end, waited);
+    current.copy_back_us = us_between(waited, copied);
+    current.backward_us = current.backward_start.time_since_epoch().count() != 0
+                              ? us_between(current.backward_start, current.backward_end)
+                              : 0;
+    current.step_end = copied;
+    current.step = last.step + 1;
+    current.buckets.clear();
+    for (size_t b = 0; b < launched; ++b) {
+      BucketTiming t = buckets[b].timing;
+      t.comm_start = buckets[b].work->start_time();
+      t.comm_end = buckets[b].work->end_time();
+      current.buckets.push_back(t);
+    }
+    last = current;
+    reset_step();
+  }
+};
+
+Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, std::shared_ptr<ProcessGroup> group,
+                 const DDPOptions& options)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  RINGGRAD_CHECK(group != nullptr, "DistributedDataParallel: no process group; call init_process_group() first");
+  RINGGRAD_CHECK(options.bucket_cap_mb_ >= 0 && options.first_bucket_cap_mb_ >= 0,
+                 "DistributedDataParallel: expected bucket caps >= 0 MB, got ", options.bucket_cap_mb_, " and ",
+                 options.first_bucket_cap_mb_);
+  s.group = std::move(group);
+  s.options = options;
+  for (const auto& [name, t] : parameters) {
+    if (!t.requires_grad()) continue;  // frozen parameters are not reduced
+    RINGGRAD_CHECK(t.device() == parameters.front().second.device(), "DistributedDataParallel: expected every "
+                   "parameter on one device (one process per device), got '", parameters.front().first, "' on ",
+                   parameters.front().second.device(), " and '", name, "' on ", t.device());
+    s.params.push_back({name, t, 0, 0});
+  }
+
+  // Buckets, filled in reverse registration order: backward produces the last layer's gradients
+  // first, so the first bucket is ready earliest and its all-reduce overlaps the rest of backward.
+  // A bucket closes once it reaches its cap (the first one's is smaller) or the dtype changes.
+  const double mib = 1024.0 * 1024.0;
+  State::Bucket open;
+  int64_t open_bytes = 0;
+  auto close_bucket = [&] {
+    if (open.params.empty()) return;
+    const Tensor& first = s.params[open.params.front()].tensor;
+    int64_t numel = 0;
+    for (int i : open.params) numel += s.params[i].tensor.numel();
+    open.buffer = zeros({numel}, TensorOptions(first.dtype()).device(first.device()));
+    open.timing.index = static_cast<int>(s.buckets.size());
+    open.timing.bytes = open_bytes;
+    open.timing.parameters = static_cast<int>(open.params.size());
+    s.buckets.push_back(std::move(open));
+    open = State::Bucket();
+    open_bytes = 0;
+  };
+  for (int i = static_cast<int>(s.params.size()) - 1; i >= 0; --i) {
+    State::Param& p = s.params[i];
+    if (!open.params.empty() && s.params[open.params.front()].tensor.dtype() != p.tensor.dtype()) close_bucket();
+    p.bucket = static_cast<int>(s.buckets.size());
+    p.offset = 0;
+    for (int j : open.params) p.offset += s.params[j].tensor.numel();
+    open.params.push_back(i);
+    open_bytes += p.tensor.numel() * p.tensor.element_size();
+    const double cap_mb = options.bucket_cap_mb_ == 0 ? 0
+                          : s.buckets.empty()         ? options.first_bucket_cap_mb_
+                                                      : options.bucket_cap_mb_;
+    if (static_cast<double>(open_bytes) >= cap_mb * mib) close_bucket();
+  }
+  close_bucket();
+  s.param_ready.assign(s.params.size(), false);
+  s.reset_step();
+
+  // One hook per parameter. It holds the state weakly: hooks outlive a Reducer that is destroyed
+  // while the model lives on, and then do nothing.
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    s.params[i].tensor.register_post_accumulate_grad_hook([weak, i](const Tensor& leaf) {
+      if (std::shared_ptr<State> state = weak.lock()) state->on_gradient(static_cast<int>(i), leaf);
+    });
+  }
+}
+
+Reducer::~Reducer() = default;
+
+void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_start, SteadyTime forward_end) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.reset_step();
+  s.armed = s.require_sync && GradMode::is_enabled() && output.defined() && output.requires_grad();
+  if (!s.armed) return;
+  s.current = DDPTimings();
+  s.current.forward_start = forward_start;
+  s.current.forward_us = us_between(forward_start, forward_end);
+
+  // The start of backward: the first node to run is the one that made `output`. Its hook also
+  // queues the final callback, so the step finishes even if no parameter gets a gradient.
+  if (output.grad_fn() && output.output_nr() == 0) {
+    std::weak_ptr<State> weak = state_;
+    output.register_hook([weak](const Tensor&) {
+      if (std::shared_ptr<State> state = weak.lock()) {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        if (!state->armed) return Tensor();
+        state->current.backward_start = Clock::now();
+        state->queue_finalize();
+      }
+      return Tensor();
+    });
+  }
+
+  if (s.options.find_unused_parameters_) {
+    // Walk the graph from the output; a parameter whose AccumulateGrad is not reached will get no
+    // gradient, so it counts as ready (zero) now, and its bucket is not held up.
+    std::unordered_set<const TensorImpl*> reached;
+    std::unordered_set<const Node*> seen;
+    std::vector<const Node*> stack;
+    if (output.grad_fn()) stack.push_back(output.grad_fn().get());
+    while (!stack.empty()) {
+      const Node* node = stack.back();
+      stack.pop_back();
+      if (!seen.insert(node).second) continue;
+      if (const auto* acc = dynamic_cast<const AccumulateGrad*>(node)) reached.insert(acc->leaf.impl());
+      for (const Edge& e : node->next_edges)
+        if (e.valid()) stack.push_back(e.node.get());
+    }
+    for (size_t i = 0; i < s.params.size(); ++i)
+      if (!reached.count(s.params[i].tensor.impl())) s.mark_ready(static_cast<int>(i), Tensor());
+  }
+}
+
+void Reducer::set_require_sync(bool on) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->require_sync = on;
+}
+
+bool Reducer::require_sync() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->require_sync;
+}
+
+std::vector<std::vector<std::string>> Reducer::bucket_parameter_names() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : state_->buckets) {
+    out.emplace_back();
+    for (int i : b.params) out.back().push_back(state_->params[i].name);
+  }
+  return out;
+}
+
+DDPTimings Reducer::timings() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->last;
+}
+
+}  // namespace parallel
+}  // namespace ringgrad
