@@ -4,6 +4,7 @@
 #include "nn/activation.h"
 #include "nn/checkpoint.h"
 #include "nn/data/dataloader.h"
+#include "nn/data/distributed_sampler.h"
 #include "nn/data/fashion_mnist.h"
 #include "nn/data/idx.h"
 #include "nn/init.h"

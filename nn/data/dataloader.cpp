@@ -7,47 +7,11 @@
 #include <numeric>
 #include <utility>
 
-#include "kernels/philox.h"
 #include "nn/data/fashion_mnist.h"
 
 namespace ringgrad {
 namespace data {
 namespace {
-
-// 32-bit words from Philox4x32-10 under key `seed`: block i of epoch e is Philox(counter = (i, e)).
-// The epoch sits in the counter's upper 64 bits, so epochs draw from disjoint streams.
-class EpochStream {
- public:
-  EpochStream(uint64_t seed, uint64_t epoch) : seed_(seed), epoch_(epoch) {}
-  uint32_t next_u32() {
-    if (used_ == 4) {
-      const philox::Block counter{{static_cast<uint32_t>(block_), static_cast<uint32_t>(block_ >> 32),
-                                   static_cast<uint32_t>(epoch_), static_cast<uint32_t>(epoch_ >> 32)}};
-      words_ = philox::philox4x32_10(counter, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
-      ++block_;
-      used_ = 0;
-    }
-    return words_.w[used_++];
-  }
-
- private:
-  uint64_t seed_, epoch_;
-  uint64_t block_ = 0;
-  philox::Block words_{};
-  int used_ = 4;
-};
-
-// A uniform integer in [0, range), 1 <= range < 2^32, without bias: Lemire's multiply-shift, which
-// rejects the few 32-bit draws that would make some results one draw more likely than others
-// ("Fast Random Integer Generation in an Interval", ACM TOMACS 2019).
-uint32_t uniform_below(EpochStream& stream, uint32_t range) {
-  uint64_t m = static_cast<uint64_t>(stream.next_u32()) * range;
-  if (static_cast<uint32_t>(m) < range) {
-    const uint32_t threshold = (0u - range) % range;  // 2^32 mod range
-    while (static_cast<uint32_t>(m) < threshold) m = static_cast<uint64_t>(stream.next_u32()) * range;
-  }
-  return static_cast<uint32_t>(m >> 32);
-}
 
 // x[r, :] = convert(images[order[r], :]) for one dtype of images.
 template <typename T>
@@ -77,6 +41,13 @@ DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) 
   RINGGRAD_CHECK(labels.size(0) == images.size(0), "DataLoader: expected as many labels as images, got ",
                  labels.size(0), " labels for images of shape ", images.shape());
   RINGGRAD_CHECK(options_.batch_size_ >= 1, "DataLoader: expected batch_size >= 1, got ", options_.batch_size_);
+  if (options_.sampler_) {
+    RINGGRAD_CHECK(!(options_.shuffle_set_ && options_.shuffle_),
+                   "DataLoader: sampler is mutually exclusive with shuffle(true): the sampler decides the order; "
+                   "drop shuffle(true), and shuffle through the sampler's options instead");
+    RINGGRAD_CHECK(options_.sampler_->size() >= 0, "DataLoader: expected sampler->size() >= 0, got ",
+                   options_.sampler_->size());
+  }
   RINGGRAD_CHECK(!options_.normalize_ || (std::isfinite(options_.mean_) && std::isfinite(options_.std_) &&
                                           options_.std_ > 0),
                  "DataLoader: expected a finite mean and a std > 0 for normalize, got mean ", options_.mean_,
@@ -101,22 +72,29 @@ DataLoader::DataLoader(const FashionMNIST& dataset, DataLoaderOptions options)
 
 DataLoader::~DataLoader() { stop_worker(); }
 
-int64_t DataLoader::num_batches() const {
+int64_t DataLoader::batches_for(int64_t samples) const {
   const int64_t b = options_.batch_size_;
-  return options_.drop_last_ ? n_ / b : (n_ + b - 1) / b;
+  return options_.drop_last_ ? samples / b : (samples + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::permutation(int64_t epoch) const {
   RINGGRAD_CHECK(epoch >= 0, "DataLoader::permutation: expected epoch >= 0, got ", epoch);
+  if (options_.sampler_) {
+    // Checked here, on the caller's thread, so a bad sampler fails at the call that starts the epoch
+    // rather than as a wild read in make_batch.
+    std::vector<int64_t> order = options_.sampler_->indices(epoch);
+    const int64_t expected = options_.sampler_->size();
+    RINGGRAD_CHECK(static_cast<int64_t>(order.size()) == expected, "DataLoader: expected sampler->indices(", epoch,
+                   ") to hold sampler->size() = ", expected, " indices, got ", order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      RINGGRAD_CHECK(order[i] >= 0 && order[i] < n_, "DataLoader: expected sampler indices in [0, ", n_,
+                     ") (the dataset's size), got ", order[i], " at position ", i, " of epoch ", epoch,
+                     "; was the sampler built for a different dataset?");
+    return order;
+  }
+  if (options_.shuffle_) return shuffled_indices(n_, options_.seed_, static_cast<uint64_t>(epoch));
   std::vector<int64_t> order(n_);
   std::iota(order.begin(), order.end(), int64_t{0});
-  if (!options_.shuffle_) return order;
-  // Fisher-Yates: position i takes a uniformly chosen element of those not yet placed.
-  EpochStream stream(options_.seed_, static_cast<uint64_t>(epoch));
-  for (int64_t i = n_ - 1; i > 0; --i) {
-    const int64_t j = uniform_below(stream, static_cast<uint32_t>(i + 1));
-    std::swap(order[i], order[j]);
-  }
   return order;
 }
 
@@ -137,7 +115,7 @@ void DataLoader::ensure_order() {
 
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
   const int64_t first = index * options_.batch_size_;
-  const int64_t count = std::min(options_.batch_size_, n_ - first);
+  const int64_t count = std::min(options_.batch_size_, static_cast<int64_t>(order.size()) - first);
   const int64_t* rows = order.data() + first;
 
   Shape x_shape{count};
@@ -235,7 +213,7 @@ void DataLoader::stop_worker() {
 // Prepares batches first, first + 1, ... of `epoch` until the epoch ends, a batch fails, or stop_ is
 // set. `order` is a shared handle, so moving the cursor never frees it under this thread.
 void DataLoader::worker_loop(std::shared_ptr<const std::vector<int64_t>> order, int64_t epoch, int64_t first) {
-  const int64_t total = num_batches();
+  const int64_t total = batches_for(static_cast<int64_t>(order->size()));  // never asks the sampler
   for (int64_t index = first; index < total; ++index) {
     {
       std::unique_lock<std::mutex> lock(mutex_);

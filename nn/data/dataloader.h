@@ -11,10 +11,16 @@
 //   }
 //
 // The order. With shuffle on, epoch e visits the samples in permutation(e), a Fisher-Yates shuffle
-// driven by Philox4x32-10 keyed by the seed, with e in the counter's upper half. It is a pure function
-// of (seed, e, N): the same on every platform, compiler and run, with no state carried from one epoch
-// to the next -- so a run resumed from a checkpoint sees exactly the batches the original would have.
+// driven by Philox4x32-10 keyed by the seed, with e in the counter's upper half (shuffled_indices in
+// sampler.h). It is a pure function of (seed, e, N): the same on every platform, compiler and run,
+// with no state carried from one epoch to the next -- so a run resumed from a checkpoint sees exactly
+// the batches the original would have.
 // (std::shuffle and std::uniform_int_distribution are implementation-defined, so they are not used.)
+//
+// A sampler (sampler.h) replaces that order: with options().sampler(s), epoch e visits s->indices(e),
+// which may be a part of the dataset (DistributedSampler: this rank's share) and may repeat samples.
+// The loader hands the sampler its own epoch, so set_epoch(e) on the loader is all a training loop
+// needs; the loader's shuffle and seed are then unused, since the sampler decides the order.
 //
 // The cursor. A loader remembers (epoch, batch): the next batch it will hand out. set_epoch(e) puts
 // it at the start of epoch e, start_at(e, k) at batch k of epoch e (resuming mid-epoch), reset() back
@@ -43,6 +49,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/data/sampler.h"
 
 namespace ringgrad {
 namespace data {
@@ -58,6 +65,7 @@ struct Batch {
 struct DataLoaderOptions {
   int64_t batch_size_ = 64;
   bool shuffle_ = true;
+  bool shuffle_set_ = false;  // shuffle() was called: shuffle(true) and a sampler contradict each other
   uint64_t seed_ = 0;
   bool drop_last_ = false;
   bool normalize_ = false;  // off: x is the [0, 1]-scaled value itself
@@ -68,11 +76,13 @@ struct DataLoaderOptions {
   // Runs on each finished batch (on the prefetch thread when prefetching): augmentation, a check, a
   // device copy. Gets the batch's epoch and index, so random augmentation can be seeded reproducibly.
   std::function<void(Batch& batch, int64_t epoch, int64_t index)> transform_;
+  std::shared_ptr<const Sampler> sampler_;  // null: the loader's own order over all N samples
 
   DataLoaderOptions& batch_size(int64_t b) { batch_size_ = b; return *this; }
-  DataLoaderOptions& shuffle(bool s) { shuffle_ = s; return *this; }
+  DataLoaderOptions& shuffle(bool s) { shuffle_ = s; shuffle_set_ = true; return *this; }
   DataLoaderOptions& seed(uint64_t s) { seed_ = s; return *this; }
-  // Without it the last batch of an epoch holds the N % B leftover samples (when N % B != 0).
+  // Without it the last batch of an epoch holds the N % B leftover samples (when N % B != 0); with a
+  // sampler, its size() takes N's place.
   DataLoaderOptions& drop_last(bool d) { drop_last_ = d; return *this; }
   // x = (pixel / 255 - mean) / std for uint8 images, (value - mean) / std for floating ones.
   // Fashion-MNIST's training set has mean 0.2860 and std 0.3530.
@@ -84,6 +94,10 @@ struct DataLoaderOptions {
     transform_ = std::move(t);
     return *this;
   }
+  // Epoch e visits sampler->indices(e) instead of the loader's own order. As in PyTorch, a sampler and
+  // an explicit shuffle(true) are mutually exclusive (the constructor throws): shuffling is the
+  // sampler's option. The default shuffle, never set, simply gives way to the sampler.
+  DataLoaderOptions& sampler(std::shared_ptr<const Sampler> s) { sampler_ = std::move(s); return *this; }
 };
 
 class DataLoader {
@@ -99,7 +113,9 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   int64_t size() const { return n_; }  // N, samples in the dataset
-  int64_t num_batches() const;         // per epoch: ceil(N / B), or floor(N / B) with drop_last
+  // Per epoch: ceil(S / B), or floor(S / B) with drop_last, for S samples per epoch: N, or
+  // sampler->size() with a sampler.
+  int64_t num_batches() const { return batches_for(samples_per_epoch()); }
   const DataLoaderOptions& options() const { return options_; }
 
   // The cursor (see the top of this file).
@@ -110,7 +126,8 @@ class DataLoader {
   int64_t position() const { return next_; }  // index of the next batch to be handed out
 
   // The order in which epoch `epoch` visits the samples: a permutation of 0 .. N-1 (the identity
-  // without shuffle). Batch k holds samples permutation(epoch)[k*B .. k*B + B).
+  // without shuffle), or with a sampler its indices(epoch), checked to hold sampler->size() indices,
+  // each in [0, N). Batch k holds samples permutation(epoch)[k*B .. k*B + B).
   std::vector<int64_t> permutation(int64_t epoch) const;
 
   // Hands out the batch at the cursor and advances it; false (and the cursor moves to the next
@@ -154,6 +171,8 @@ class DataLoader {
     std::exception_ptr error;
   };
 
+  int64_t samples_per_epoch() const { return options_.sampler_ ? options_.sampler_->size() : n_; }
+  int64_t batches_for(int64_t samples) const;
   Batch make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const;
   void ensure_order();  // computes order_ for epoch_ if not done yet
   void start_worker();
