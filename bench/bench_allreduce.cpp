@@ -15,9 +15,6 @@
 // #wrong counts elements that differ from the exact answer in a separate checked all-reduce.
 #include <ringgrad/ringgrad.h>
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,9 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_launch.h"
 #include "bench_util.h"
-
-extern char** environ;
 
 using namespace ringgrad;
 
@@ -134,34 +130,6 @@ int run_rank(const Options& o) {
 }
 
 // --- the launcher and the report ----------------------------------------------------------------------
-
-int spawn_ranks(const Options& o, int argc, char** argv, const std::string& result_file) {
-  const int port = 29500 + static_cast<int>(::getpid() % 20000);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < o.nproc; ++rank) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.push_back(*e);
-    for (const std::string& kv : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
-                                  "WORLD_SIZE=" + std::to_string(o.nproc), std::string("MASTER_ADDR=127.0.0.1"),
-                                  "MASTER_PORT=" + std::to_string(port), "BENCH_RESULT_FILE=" + result_file})
-      env.push_back(kv);
-    std::vector<char*> envp;
-    for (std::string& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    pid_t pid = -1;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0)
-      throw Error("bench_allreduce: cannot start rank " + std::to_string(rank));
-    pids.push_back(pid);
-  }
-  (void)argc;
-  int worst = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 128);
-  }
-  return worst;
-}
 
 // Rows "name bytes seconds wrong" from a reference program's stdout (lines starting with "row ").
 std::map<std::string, std::map<int64_t, double>> parse_reference(const std::string& text,
@@ -270,9 +238,9 @@ int report(const Options& o, const std::string& result_file) {
 int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
-    if (std::getenv("RANK") != nullptr) return run_rank(o);
+    if (bench::is_rank()) return run_rank(o);
     const std::string result_file = "/tmp/ringgrad_bench_allreduce_" + std::to_string(::getpid()) + ".txt";
-    const int status = spawn_ranks(o, argc, argv, result_file);
+    const int status = bench::launch_ranks(o.nproc, argv, result_file);
     if (status != 0) {
       std::fprintf(stderr, "bench_allreduce: a rank failed (status %d)\n", status);
       return status;

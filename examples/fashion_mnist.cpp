@@ -5,6 +5,7 @@
 //   (--stop-after N ends the first run after N epochs, to try it: the resumed run prints the same
 //   numbers, bit for bit, as one that never stopped)
 //   ./build/examples/fashion_mnist --dp cpu:0,cpu:1                    # DataParallel on two devices
+//   ./build/tools/ringrun --nproc-per-node 2 ./build/examples/fashion_mnist --ddp   # DDP, 2 processes
 //
 // The model is a user-defined module (nn::Cloneable + reset(), see nn/module.h) so its layers are
 // typed members: model->fc1->weight. Each epoch prints loss, accuracy, samples/s and time left;
@@ -19,6 +20,11 @@
 // device (replicate), all outputs and the loss go through the first device (gather), and the
 // gradients are summed on the first device at the end of backward (the Broadcast nodes) while the
 // other devices idle. The per-phase times it prints at the end come from dp.timings().
+//
+// With --ddp each process (started by ringrun) trains its own full replica on its own shard of every
+// epoch (DistributedSampler) with batch-size / world-size rows, so the global batch -- and the
+// learning-rate schedule -- are those of one device; parallel::DistributedDataParallel averages the
+// gradients while backward runs. Rank 0 prints (epoch statistics are summed over the ranks) and saves.
 #include <ringgrad/ringgrad.h>
 
 #include <algorithm>
@@ -28,6 +34,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace ringgrad;
@@ -42,6 +49,7 @@ struct Args {
   int64_t hidden = 1024;
   std::string device = "cpu:0";
   std::string dp;  // "cpu:0,cpu:1": train with DataParallel over these devices
+  bool ddp = false;  // one process per device under ringrun
   uint64_t seed = 0;
   std::string save, resume, data_dir;
   double target = 0;  // minimum test accuracy, 0 = no check
@@ -52,7 +60,7 @@ void usage() {
   std::printf(
       "usage: fashion_mnist [--epochs N] [--batch-size B] [--lr LR] [--optimizer sgd|adamw] [--hidden H]\n"
       "                     [--device cpu:K] [--seed S] [--save PATH] [--resume PATH] [--data DIR]\n"
-      "                     [--target ACC] [--stop-after EPOCHS] [--dp DEV,DEV,...]\n");
+      "                     [--target ACC] [--stop-after EPOCHS] [--dp DEV,DEV,...] [--ddp]\n");
 }
 
 Args parse(int argc, char** argv) {
@@ -62,6 +70,10 @@ Args parse(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") {
       usage();
       std::exit(0);
+    }
+    if (flag == "--ddp") {
+      a.ddp = true;
+      continue;
     }
     RINGGRAD_CHECK(i + 1 < argc, "fashion_mnist: ", flag, " needs a value");
     const std::string value = argv[++i];
@@ -153,14 +165,35 @@ int main(int argc, char** argv) {
     const std::vector<Device> dp_devices = args.dp.empty() ? std::vector<Device>{} : parse_devices(args.dp);
     ensure_cpu_devices(dp_devices);
     const Device device = dp_devices.empty() ? Device::parse(args.device) : dp_devices[0];
+    RINGGRAD_CHECK(!(args.ddp && !dp_devices.empty()), "fashion_mnist: --dp and --ddp are alternatives, got both");
+    // --ddp: this process is one rank of a job (RANK, WORLD_SIZE, ... from ringrun).
+    std::shared_ptr<parallel::ProcessGroup> pg;
+    if (args.ddp) {
+      pg = parallel::init_process_group("ring");
+      // Processes on one machine share its cores (torchrun sets OMP_NUM_THREADS=1 for the same reason).
+      const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      const int local_world = local ? std::max(1, std::atoi(local)) : 1;
+      set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_world));
+    }
+    const int world = pg ? pg->size() : 1, rank = pg ? pg->rank() : 0;
+    RINGGRAD_CHECK(args.batch_size % world == 0, "fashion_mnist: --batch-size ", args.batch_size,
+                   " must divide among the ", world, " processes");
+    // Only rank 0 talks and writes files.
+    auto say = [rank](const char* format, auto... values) {
+      if (rank == 0) std::printf(format, values...);
+    };
     manual_seed(args.seed);
 
     // Pixel statistics of the training set, as everyone normalises Fashion-MNIST.
     constexpr double kMean = 0.2860, kStd = 0.3530;
     const data::FashionMNIST train_set(data::Split::Train, args.data_dir);
     const data::FashionMNIST test_set(data::Split::Test, args.data_dir);
-    data::DataLoader train(train_set, data::DataLoaderOptions().batch_size(args.batch_size).seed(args.seed)
-                                          .normalize(kMean, kStd));
+    data::DataLoaderOptions train_options =
+        data::DataLoaderOptions().batch_size(args.batch_size / world).seed(args.seed).normalize(kMean, kStd);
+    if (pg)  // each rank its own shard of every epoch, reshuffled per epoch the same way on every rank
+      train_options.sampler(std::make_shared<data::DistributedSampler>(
+          train_set.size(), world, rank, data::DistributedSamplerOptions().seed(args.seed)));
+    data::DataLoader train(train_set, train_options);
     data::DataLoader test(test_set, data::DataLoaderOptions().batch_size(1000).shuffle(false).normalize(kMean, kStd));
 
     auto model = std::make_shared<Classifier>(args.hidden, /*dropout_p=*/0.2);
@@ -168,6 +201,9 @@ int main(int argc, char** argv) {
     // The wrapper holds the model; dp->module() is `model`, and the optimizer updates its parameters.
     std::unique_ptr<parallel::DataParallel<Classifier>> dp;
     if (!dp_devices.empty()) dp = std::make_unique<parallel::DataParallel<Classifier>>(model, dp_devices);
+    // DDP holds the model the same way: ddp->module() is `model`. Construction broadcasts rank 0's weights.
+    std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
+    if (pg) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(model, pg);
     std::unique_ptr<optim::Optimizer> opt;
     if (args.optimizer == "sgd")
       opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(args.lr).momentum(0.9).nesterov(true));
@@ -182,14 +218,17 @@ int main(int argc, char** argv) {
       nn::restore_rng_state(state);
       first_epoch = state.epoch;
       for (int64_t e = 0; e < first_epoch; ++e) schedule.step();  // the schedule is a function of the epoch
-      std::printf("# resumed from %s at epoch %lld\n", args.resume.c_str(), static_cast<long long>(first_epoch));
+      say("# resumed from %s at epoch %lld\n", args.resume.c_str(), static_cast<long long>(first_epoch));
     }
 
-    std::printf("# ringgrad %s fashion_mnist: MLP 784-%lld-%lld-10, %s lr=%g, batch %lld, %lld epochs, %s\n",
-                RINGGRAD_VERSION_STRING, static_cast<long long>(args.hidden), static_cast<long long>(args.hidden),
-                args.optimizer.c_str(), args.lr, static_cast<long long>(args.batch_size),
-                static_cast<long long>(args.epochs), dp ? ("DataParallel " + args.dp).c_str() : device.str().c_str());
-    std::printf("#  epoch      loss  train acc   test acc   samples/s   time left\n");
+    const std::string where = dp    ? "DataParallel " + args.dp
+                              : ddp ? "DistributedDataParallel, " + std::to_string(world) + " processes"
+                                    : device.str();
+    say("# ringgrad %s fashion_mnist: MLP 784-%lld-%lld-10, %s lr=%g, batch %lld, %lld epochs, %s\n",
+        RINGGRAD_VERSION_STRING, static_cast<long long>(args.hidden), static_cast<long long>(args.hidden),
+        args.optimizer.c_str(), args.lr, static_cast<long long>(args.batch_size), static_cast<long long>(args.epochs),
+        where.c_str());
+    say("#  epoch      loss  train acc   test acc   samples/s   time left\n");
 
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
@@ -204,7 +243,7 @@ int main(int argc, char** argv) {
       data::Batch batch;
       while (train.next(batch)) {
         const Tensor x = batch.x.to(device), y = batch.y.to(device);
-        const Tensor logits = dp ? dp->forward(x) : model->forward(x);
+        const Tensor logits = dp ? dp->forward(x) : ddp ? ddp->forward(x) : model->forward(x);
         const Tensor loss = criterion(logits, y);
         opt->zero_grad();
         loss.backward();
@@ -230,16 +269,24 @@ int main(int argc, char** argv) {
       }
       schedule.step();
       test_accuracy = evaluate(*model, test, device);
+      if (pg) {  // the epoch's statistics over all ranks' shards
+        Tensor totals = from_vector<double>({loss_sum, static_cast<double>(correct), static_cast<double>(seen)});
+        pg->all_reduce(totals)->wait();
+        const std::vector<double> t = totals.to_vector<double>();
+        loss_sum = t[0];
+        correct = static_cast<int64_t>(t[1]);
+        seen = static_cast<int64_t>(t[2]);
+      }
 
       const double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
       const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
       const double left = elapsed / static_cast<double>(epoch + 1 - first_epoch) * static_cast<double>(args.epochs - epoch - 1);
-      std::printf("%8lld  %8.4f   %7.2f%%   %7.2f%%  %10.0f  %8.0f s\n", static_cast<long long>(epoch + 1),
-                  loss_sum / static_cast<double>(seen), 100.0 * static_cast<double>(correct) / static_cast<double>(seen),
-                  100.0 * test_accuracy, static_cast<double>(seen) / seconds, left);
+      say("%8lld  %8.4f   %7.2f%%   %7.2f%%  %10.0f  %8.0f s\n", static_cast<long long>(epoch + 1),
+          loss_sum / static_cast<double>(seen), 100.0 * static_cast<double>(correct) / static_cast<double>(seen),
+          100.0 * test_accuracy, static_cast<double>(seen) / seconds, left);
       std::fflush(stdout);
 
-      if (!args.save.empty()) {
+      if (!args.save.empty() && rank == 0) {
         nn::TrainingState state;
         state.epoch = epoch + 1;
         state.step = (epoch + 1) * train.num_batches();
@@ -247,14 +294,14 @@ int main(int argc, char** argv) {
         nn::save_checkpoint(args.save, *model, *opt, state);
       }
       if (epoch + 1 == args.stop_after) {
-        std::printf("# stopping after epoch %lld as asked (--stop-after); continue with --resume\n",
-                    static_cast<long long>(epoch + 1));
+        say("# stopping after epoch %lld as asked (--stop-after); continue with --resume\n",
+            static_cast<long long>(epoch + 1));
         return 0;
       }
     }
     const double total = std::chrono::duration<double>(clock::now() - start).count();
-    std::printf("# test accuracy %.2f%% after %lld epochs in %.1f s\n", 100.0 * test_accuracy,
-                static_cast<long long>(args.epochs), total);
+    say("# test accuracy %.2f%% after %lld epochs in %.1f s\n", 100.0 * test_accuracy,
+        static_cast<long long>(args.epochs), total);
     if (dp && steps > 0) {
       const double n = static_cast<double>(steps) * 1000.0;  // -> ms per step
       std::printf("# DataParallel ms/step: scatter %.3f  replicate %.3f  apply %.3f  gather %.3f  backward %.3f "
@@ -263,7 +310,7 @@ int main(int argc, char** argv) {
                   phase_sum.gather_us / n, phase_sum.backward_us / n, phase_sum.reduce_us / n);
     }
     if (args.target > 0 && test_accuracy < args.target) {
-      std::printf("# below the target %.2f%%\n", 100.0 * args.target);
+      say("# below the target %.2f%%\n", 100.0 * args.target);
       return 1;
     }
     return 0;
