@@ -144,9 +144,11 @@ void ShmLink::wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t t
   for (Channel* c : {in_, out_})
     if (c->aborted.load(std::memory_order_acquire))
       throw Error(detail::str("ring: a neighbour aborted (", c->abort_reason, ") during ", describe_tag(tag)));
+  // Only the neighbour being waited for must be alive: one that finished its part of the last
+  // collective may already have exited, normally.
   const int peer = receiving ? prev_rank_ : next_rank_;
-  for (auto [r, pid] : {std::make_pair(prev_rank_, prev_pid_), std::make_pair(next_rank_, next_pid_)})
-    RINGGRAD_CHECK(process_alive(pid), "ring: rank ", r, " (pid ", pid, ") died during ", describe_tag(tag));
+  const pid_t peer_pid = receiving ? prev_pid_ : next_pid_;
+  RINGGRAD_CHECK(process_alive(peer_pid), "ring: rank ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
   RINGGRAD_CHECK(now < deadline, "ring: timed out at ", describe_tag(tag), " waiting for rank ", peer,
                  receiving ? " to send" : " to take data");
 }
