@@ -16,6 +16,7 @@
 
 #include "core/cuda.h"
 #include "core/ops.h"
+#include "core/ops/op_utils.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -36,16 +37,7 @@ Backend& cpu() { return backend_for(DeviceKind::CPU, "test"); }
 Backend& gpu() { return backend_for(DeviceKind::CUDA, "test"); }
 Stream stream() { return gpu().stream_for(0); }
 
-StridedDesc desc(const Tensor& t) {
-  StridedDesc d;
-  d.data = t.data();
-  d.ndim = static_cast<int>(t.dim());
-  for (int i = 0; i < d.ndim; ++i) {
-    d.shape[i] = t.shape()[i];
-    d.strides[i] = t.strides()[i];
-  }
-  return d;
-}
+StridedDesc desc(const Tensor& t) { return ops::desc_of(t); }  // what core/ops hands a kernel
 
 Tensor on_cpu(const Shape& shape, DType dt) { return empty(shape, dt); }
 Tensor host_poisoned(const Shape& shape, DType dt) { return poisoned(shape, dt).to(Device::cpu()); }

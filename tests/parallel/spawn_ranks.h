@@ -124,6 +124,14 @@ inline JobResult spawn_ranks(int world, const std::string& program, const std::v
   return job;
 }
 
+// True when the job finished in time and every rank exited 0 -- and, with `say_ok`, also printed
+// "rank k: ok" (the workers' last line when all their checks passed).
+inline bool all_succeeded(const JobResult& job, bool say_ok = false) {
+  for (const auto& r : job.ranks)
+    if (r.exit_code != 0 || (say_ok && r.output.find(": ok") == std::string::npos)) return false;
+  return !job.timed_out;
+}
+
 // Every rank's output, labelled, for a failure message.
 inline std::string all_output(const JobResult& job) {
   std::string text;

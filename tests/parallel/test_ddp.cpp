@@ -20,18 +20,13 @@
 #include "spawn_ranks.h"
 
 using ringgrad::test::all_output;
+using ringgrad::test::all_succeeded;
 using ringgrad::test::JobResult;
 using ringgrad::test::spawn_ranks;
 
 namespace {
 
 const std::string kWorker = RINGGRAD_DDP_WORKER_PATH;
-
-bool all_ok(const JobResult& job) {
-  for (const auto& r : job.ranks)
-    if (r.exit_code != 0 || r.output.find(": ok") == std::string::npos) return false;
-  return !job.timed_out;
-}
 
 }  // namespace
 
@@ -42,7 +37,7 @@ TEST_CASE("ddp: 2, 3 and 4 processes reproduce one process on the global batch (
   const std::string cap = GENERATE(std::string("0"), std::string("100"));
   const JobResult job = spawn_ranks(world, kWorker, {"train", "opt=" + opt, "cap=" + cap, "first_cap=" + cap});
   INFO(all_output(job));
-  CHECK(all_ok(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
   const std::string buckets = cap == "100" ? "buckets 1," : "buckets 6,";
   for (const auto& r : job.ranks) CHECK(r.output.find(buckets) != std::string::npos);
 }
@@ -51,7 +46,7 @@ TEST_CASE("ddp: float32 training matches one process within 1e-5, over TCP too",
   const std::string transport = GENERATE(std::string("shm"), std::string("tcp"));
   const JobResult job = spawn_ranks(3, kWorker, {"train", "dtype=f32", "opt=adamw", "transport=" + transport});
   INFO(all_output(job));
-  CHECK(all_ok(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: gradient_as_bucket_view and the non-overlapped variant train the same", "[ddp]") {
@@ -61,14 +56,14 @@ TEST_CASE("ddp: gradient_as_bucket_view and the non-overlapped variant train the
   args.insert(args.end(), variant.begin(), variant.end());
   const JobResult job = spawn_ranks(2, kWorker, args);
   INFO(all_output(job));
-  CHECK(all_ok(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: 4 micro-steps with no_sync on the first 3 equal one step on the 4x batch", "[ddp]") {
   const int world = GENERATE(2, 3);
   const JobResult job = spawn_ranks(world, kWorker, {"accumulate", "cap=0"});
   INFO(all_output(job));
-  CHECK(all_ok(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: an unused parameter is an error naming it, and find_unused_parameters fixes it", "[ddp]") {
@@ -81,13 +76,13 @@ TEST_CASE("ddp: an unused parameter is an error naming it, and find_unused_param
   }
   const JobResult fixed = spawn_ranks(2, kWorker, {"unused", "find_unused=1"});
   INFO(all_output(fixed));
-  CHECK(all_ok(fixed));
+  CHECK(all_succeeded(fixed, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: the first bucket's all-reduce starts before backward ends", "[ddp]") {
   const JobResult job = spawn_ranks(2, kWorker, {"overlap"});
   INFO(all_output(job));
-  CHECK(all_ok(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: ranks with different models fail at construction, naming the parameter", "[ddp]") {
@@ -105,7 +100,7 @@ TEST_CASE("ddp: a checkpoint from rank 0 loads into a plain model that predicts 
   const ringgrad::test::TempDir dir;
   const JobResult job = spawn_ranks(2, kWorker, {"checkpoint", "path=" + dir.file("model.safetensors")});
   INFO(all_output(job));
-  CHECK(all_ok(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: under ringrun, a rank dying mid-training fails the job fast, with no process left", "[ddp]") {

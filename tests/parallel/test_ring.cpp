@@ -13,6 +13,7 @@
 #include "spawn_ranks.h"
 
 using ringgrad::test::all_output;
+using ringgrad::test::all_succeeded;
 using ringgrad::test::JobResult;
 using ringgrad::test::spawn_ranks;
 
@@ -20,19 +21,13 @@ namespace {
 
 const std::string kWorker = RINGGRAD_DIST_WORKER_PATH;
 
-bool all_exited_zero(const JobResult& job) {
-  for (const auto& r : job.ranks)
-    if (r.exit_code != 0) return false;
-  return !job.timed_out;
-}
-
 }  // namespace
 
 TEST_CASE("ring: every collective, dtype and length is exact for 1 to 4 ranks over shared memory", "[ring]") {
   const int world = GENERATE(1, 2, 3, 4);
   const JobResult job = spawn_ranks(world, kWorker, {"collectives", "shm"});
   INFO(all_output(job));
-  CHECK(all_exited_zero(job));
+  CHECK(all_succeeded(job));
   if (world > 1)
     for (const auto& r : job.ranks) CHECK(r.output.find("transport shm") != std::string::npos);
 }
@@ -41,14 +36,14 @@ TEST_CASE("ring: every collective, dtype and length is exact for 2 and 3 ranks o
   const int world = GENERATE(2, 3);
   const JobResult job = spawn_ranks(world, kWorker, {"collectives", "tcp"});
   INFO(all_output(job));
-  CHECK(all_exited_zero(job));
+  CHECK(all_succeeded(job));
   for (const auto& r : job.ranks) CHECK(r.output.find("transport tcp") != std::string::npos);
 }
 
 TEST_CASE("ring: auto picks shared memory when all ranks share this host", "[ring]") {
   const JobResult job = spawn_ranks(2, kWorker, {"slow", "auto"}, {{"VICTIM", "-1"}});
   INFO(all_output(job));
-  CHECK(all_exited_zero(job));
+  CHECK(all_succeeded(job));
   for (const auto& r : job.ranks) CHECK(r.output.find("transport shm") != std::string::npos);
 }
 
@@ -58,7 +53,7 @@ TEST_CASE("ring: all-reduce results are bitwise identical on every rank and ever
   for (int run = 0; run < 2; ++run) {
     const JobResult job = spawn_ranks(3, kWorker, {"determinism", transport});
     INFO(all_output(job));
-    REQUIRE(all_exited_zero(job));
+    REQUIRE(all_succeeded(job));
     for (const auto& r : job.ranks) {
       const size_t at = r.output.find("hash ");
       REQUIRE(at != std::string::npos);
@@ -88,7 +83,7 @@ TEST_CASE("ring: a rank killed mid all-reduce makes the others fail fast and nam
 TEST_CASE("ring: a slow rank within the timeout is waited for", "[ring]") {
   const JobResult job = spawn_ranks(3, kWorker, {"slow", "shm"}, {{"VICTIM", "2"}, {"TIMEOUT_MS", "10000"}});
   INFO(all_output(job));
-  CHECK(all_exited_zero(job));
+  CHECK(all_succeeded(job));
 }
 
 TEST_CASE("ring: ranks that disagree on a tensor's size get an error naming both sizes", "[ring]") {
