@@ -2,6 +2,7 @@
 //
 //   ./build/bench/bench_allreduce                      # 2 ranks on this machine, shm and tcp, 4 B .. 256 MB
 //   ./build/bench/bench_allreduce --nproc 4 --transport shm --max-bytes 64M --json allreduce.json
+//   ./build/bench/bench_allreduce --nproc 8 --backend nccl    # NCCL, one GPU per rank (needs >= 2 GPUs)
 //
 // Started without RANK in the environment, the program launches itself --nproc times as the ranks
 // of a job (like torch.multiprocessing.spawn), waits, and then -- in the same run -- measures the
@@ -53,7 +54,7 @@ Options parse(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--no-references") { o.references = false; continue; }
     if (flag == "--help") {
-      std::printf("usage: bench_allreduce [--nproc N] [--transport shm|tcp|all] [--min-bytes B] [--max-bytes B]\n"
+      std::printf("usage: bench_allreduce [--nproc N] [--transport shm|tcp|all] [--backend ring|nccl] [--min-bytes B] [--max-bytes B]\n"
                   "                       [--warmup W] [--json FILE] [--no-references]\n");
       std::exit(0);
     }
@@ -61,6 +62,7 @@ Options parse(int argc, char** argv) {
     const std::string value = argv[++i];
     if (flag == "--nproc") o.nproc = std::stoi(value);
     else if (flag == "--transport") o.transports = value == "all" ? std::vector<std::string>{"shm", "tcp"} : std::vector<std::string>{value};
+    else if (flag == "--backend") o.transports = value == "nccl" ? std::vector<std::string>{"nccl"} : o.transports;
     else if (flag == "--min-bytes") o.min_bytes = parse_bytes(value);
     else if (flag == "--max-bytes") o.max_bytes = parse_bytes(value);
     else if (flag == "--warmup") o.warmup = std::stoi(value);
@@ -88,25 +90,27 @@ struct Row {
 
 // --- a rank ----------------------------------------------------------------------------------------
 
-std::vector<Row> measure(parallel::ProcessGroup& pg, const Options& o) {
+// `device`: where the buffers live -- the CPU for the ring, this rank's GPU for NCCL.
+std::vector<Row> measure(parallel::ProcessGroup& pg, const Options& o, Device device) {
   std::vector<Row> rows;
   for (int64_t bytes : sizes(o)) {
     const int64_t count = std::max<int64_t>(1, bytes / 4);
-    Tensor t = zeros({count});  // zeros stay zeros under sum: no overflow, no denormals
+    Tensor t = zeros({count}, device);  // zeros stay zeros under sum: no overflow, no denormals
     for (int i = 0; i < o.warmup; ++i) pg.all_reduce(t)->wait();
     const int iters = iterations_for(bytes);
     pg.barrier()->wait();
     const auto start = bench::Clock::now();
     for (int i = 0; i < iters; ++i) pg.all_reduce(t)->wait();
-    Tensor seconds = full({1}, bench::seconds_since(start) / iters, DType::f64);
+    if (device.is_cuda()) cuda_synchronize(device.index);  // wait() orders the GPU, not the host
+    Tensor seconds = full({1}, bench::seconds_since(start) / iters, TensorOptions(DType::f64).device(device));
     pg.all_reduce(seconds, parallel::ReduceOp::Max)->wait();  // the slowest rank sets the pace
 
-    Tensor check = full({count}, static_cast<double>(pg.rank() + 1));
+    Tensor check = full({count}, static_cast<double>(pg.rank() + 1), device);
     pg.all_reduce(check)->wait();
     const float want = static_cast<float>(pg.size() * (pg.size() + 1) / 2);
     int64_t wrong = 0;
     for (float v : check.to_vector<float>()) wrong += v != want;
-    Tensor wrong_total = full({1}, static_cast<double>(wrong), DType::f64);
+    Tensor wrong_total = full({1}, static_cast<double>(wrong), TensorOptions(DType::f64).device(device));
     pg.all_reduce(wrong_total)->wait();
     rows.push_back({count * 4, seconds.item(), static_cast<int64_t>(wrong_total.item())});
   }
@@ -118,9 +122,12 @@ int run_rank(const Options& o) {
   std::ofstream results(std::getenv("BENCH_RESULT_FILE") ? std::getenv("BENCH_RESULT_FILE") : "/dev/null");
   for (size_t k = 0; k < o.transports.size(); ++k) {
     // A fresh group (and store, on the next port) per transport.
-    auto pg = parallel::init_process_group(
-        "ring", parallel::InitOptions().with_master("127.0.0.1", base_port + static_cast<int>(k)).with_transport(o.transports[k]));
-    const std::vector<Row> rows = measure(*pg, o);
+    const bool nccl = o.transports[k] == "nccl";  // one GPU per rank: cuda:LOCAL_RANK
+    const parallel::InitOptions init =
+        parallel::InitOptions().with_master("127.0.0.1", base_port + static_cast<int>(k)).with_transport(nccl ? "auto" : o.transports[k]);
+    auto pg = parallel::init_process_group(nccl ? "nccl" : "ring", init);
+    const Device device = nccl ? Device::cuda(parallel::read_launch_info(init).local_rank) : Device::cpu();
+    const std::vector<Row> rows = measure(*pg, o, device);
     if (pg->rank() == 0)
       for (const Row& r : rows) results << o.transports[k] << ' ' << r.bytes << ' ' << r.seconds << ' ' << r.wrong << '\n';
     pg->barrier()->wait();
@@ -155,8 +162,9 @@ int report(const Options& o, const std::string& result_file) {
     int64_t bytes, w;
     double s;
     while (in >> name >> bytes >> s >> w) {
-      seconds["ring-" + name][bytes] = s;
-      wrong["ring-" + name][bytes] = w;
+      const std::string label = name == "nccl" ? name : "ring-" + name;
+      seconds[label][bytes] = s;
+      wrong[label][bytes] = w;
     }
   }
   const double bus = 2.0 * (o.nproc - 1) / o.nproc;
@@ -206,7 +214,7 @@ int report(const Options& o, const std::string& result_file) {
     for (const auto& [name, by_size] : seconds) columns.push_back({name, "GB/s", 9});
     for (const auto& [name, by_size] : refs) columns.push_back({name, "GB/s", 9});
     for (const auto& [name, by_size] : seconds)
-      for (const auto& [ref, ref_sizes] : refs) columns.push_back({name.substr(5) + "/" + ref, "", 9});
+      for (const auto& [ref, ref_sizes] : refs) columns.push_back({(name.rfind("ring-", 0) == 0 ? name.substr(5) : name) + "/" + ref, "", 9});
     bench::Table compare("busbw", columns);
     for (const auto& [bytes, s] : seconds.begin()->second) {
       std::vector<std::string> row = {std::to_string(bytes)};

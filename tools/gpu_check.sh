@@ -71,7 +71,7 @@ elif [[ "${GPU_CHECK_CONFIGURE_ONLY:-0}" == 1 ]]; then
   grep -E '^(Eigen3|Catch2|nlohmann_json)_DIR|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE|LIBRARY)' "$build/CMakeCache.txt" |
     tee "$out/found.txt"
 elif
-   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests bench_gemm_cuda -j "$(nproc)"; then
+   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests bench_gemm_cuda bench_allreduce -j "$(nproc)"; then
   stage ctest ctest.log 900 ctest --test-dir "$build" -L cuda --output-on-failure -j "$jobs" --timeout 300 \
     --output-junit "$out/ctest.xml"
   stage ctest-cublas ctest-cublas.log 300 env RINGGRAD_GEMM=cublas \
@@ -79,6 +79,12 @@ elif
   bench_args=(--json "$out/bench_gemm_cuda.json")
   [[ "${GPU_CHECK_FULL_BENCH:-0}" == 1 ]] || bench_args+=(--quick)
   stage bench bench_gemm_cuda.txt 600 "$build/bench/bench_gemm_cuda" "${bench_args[@]}"
+  # NCCL's all-reduce needs one GPU per rank: only on a machine with two or more.
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [[ "${gpus:-0}" -ge 2 ]]; then
+    stage bench-nccl bench_allreduce_nccl.txt 300 "$build/bench/bench_allreduce" --backend nccl --nproc "$gpus" \
+      --no-references --json "$out/bench_allreduce_nccl.json"
+  fi
 fi
 
 echo
