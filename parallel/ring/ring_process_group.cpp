@@ -16,6 +16,11 @@ namespace ringgrad {
 namespace parallel {
 namespace {
 
+// memcpy, but an empty tensor's data pointer may be null, and memcpy(null, null, 0) is undefined.
+void copy_bytes(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
 bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
 
 void check_tensor(const char* op, const Tensor& t, const char* what) {
@@ -205,7 +210,7 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
     for (const Tensor& t : outputs) views.emplace_back(t);
     const HostView in(input);
     const int64_t bytes = input.numel() * input.element_size();
-    std::memcpy(views[rank_].data(), in.data(), static_cast<size_t>(bytes));
+    copy_bytes(views[rank_].data(), in.data(), bytes);
     std::vector<Chunk> chunks;
     for (const HostView& v : views) chunks.push_back({static_cast<uint8_t*>(v.data()), input.numel()});
     if (size_ > 1) ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, input.element_size());
@@ -228,13 +233,13 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
     std::vector<Chunk> chunks;
     for (int r = 0; r < size_; ++r) {
       const HostView in(inputs[r]);
-      std::memcpy(scratch.data() + r * bytes, in.data(), static_cast<size_t>(bytes));
+      copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
       chunks.push_back({scratch.data() + r * bytes, count});
     }
     if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
     if (op == ReduceOp::Avg) divide_by(chunks[rank_].data, count, output.dtype(), size_);
     const HostView out(output);
-    std::memcpy(out.data(), chunks[rank_].data, static_cast<size_t>(bytes));
+    copy_bytes(out.data(), chunks[rank_].data, bytes);
     out.write_back();
   });
 }
