@@ -1,4 +1,4 @@
-// core/generator.cpp: counter reservation for the Philox generator.
+// core/generator.cpp: the Philox generator's state, behind one lock.
 #include "core/generator.h"
 
 #include <mutex>
@@ -6,6 +6,24 @@
 namespace ringgrad {
 namespace {
 std::mutex g_generator_mutex;  // one lock for all generators: draws are rare next to the kernels
+}
+
+void Generator::manual_seed(uint64_t seed) { set_state(seed, 0); }
+
+uint64_t Generator::seed() const {
+  std::lock_guard<std::mutex> lock(g_generator_mutex);
+  return seed_;
+}
+
+uint64_t Generator::offset() const {
+  std::lock_guard<std::mutex> lock(g_generator_mutex);
+  return offset_;
+}
+
+void Generator::set_state(uint64_t seed, uint64_t offset) {
+  std::lock_guard<std::mutex> lock(g_generator_mutex);
+  seed_ = seed;
+  offset_ = offset;
 }
 
 uint64_t Generator::reserve(uint64_t n) {

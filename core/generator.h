@@ -12,11 +12,13 @@ namespace ringgrad {
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
-  uint64_t seed() const { return seed_; }
-  uint64_t offset() const { return offset_; }
-  void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
-  // Reserves n counters and returns the first. Draws are thread-safe.
+  // All of these are thread-safe: DataParallel replicas draw dropout masks from the default
+  // generator on their devices' worker threads while the user's thread may reseed it.
+  void manual_seed(uint64_t seed);
+  uint64_t seed() const;
+  uint64_t offset() const;
+  void set_state(uint64_t seed, uint64_t offset);
+  // Reserves n counters and returns the first.
   uint64_t reserve(uint64_t n);
 
  private:
