@@ -64,7 +64,7 @@ void Work::mark_done(std::exception_ptr error) {
 }
 
 ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout) {
+    : rank_(rank), size_(size), timeout_ms_(timeout.count()) {
   RINGGRAD_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroup: expected 0 <= rank < world size, got rank ",
                  rank, " of ", size);
 }

@@ -14,6 +14,7 @@
 // stalls makes the others fail with an error naming the rank and the collective, never hang.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -82,13 +83,14 @@ class ProcessGroup {
   // Returns once every rank reached it.
   virtual std::shared_ptr<Work> barrier() = 0;
 
-  // Deadline of each collective from when it starts running (default 300 s, like PyTorch).
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  // Deadline of each collective from when it starts running (default 300 s, like PyTorch). Safe to
+  // change while collectives run: each reads it when it starts.
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
 
  protected:
   int rank_, size_;
-  std::chrono::milliseconds timeout_;
+  std::atomic<int64_t> timeout_ms_;
 };
 
 // Where this process stands in the job. Values left at -1 / "" are read from the environment.

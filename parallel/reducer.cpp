@@ -44,9 +44,23 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   size_t next_launch = 0;       // buckets launch in index order: the next one allowed to go
   bool armed = false;           // a synchronised backward is expected
   bool callback_queued = false;
+  std::vector<int> unused;      // find_unused_parameters: not reached from the output; marked at backward start
   bool require_sync = true;
   DDPTimings current, last;     // the step being run, the last one finished
   mutable std::mutex mutex;
+
+  // Waits for every all-reduce still in flight, ignoring its outcome: a step whose backward never
+  // reached the final callback (an exception in backward, a forward without backward) must not leave
+  // the communication thread reading a bucket the next step is about to overwrite.
+  void drain() {
+    for (size_t b = 0; b < next_launch; ++b) {
+      if (!buckets[b].work) continue;
+      try {
+        buckets[b].work->wait();
+      } catch (const std::exception&) {
+      }
+    }
+  }
 
   void reset_step() {
     std::fill(param_ready.begin(), param_ready.end(), false);
@@ -59,6 +73,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     next_launch = 0;
     armed = false;
     callback_queued = false;
+    unused.clear();
   }
 
   // Launches every bucket that is ready and has no unlaunched bucket before it. The order is what
@@ -74,9 +89,9 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   // Parameter i's gradient for this step (undefined: it has none; its slot counts as zero).
   void mark_ready(int i, const Tensor& grad) {
     const Param& p = params[i];
-    RINGGRAD_CHECK(!param_ready[i], "DistributedDataParallel: parameter '", p.name, "' received its gradient twice in "
-                   "one backward (a second backward through the same graph, or a reentrant backward, is not "
-                   "supported)");
+    RINGGRAD_CHECK(!param_ready[i], "DistributedDataParallel: parameter '", p.name, "' was marked ready twice in one "
+                   "step (its gradient arrived twice within one backward, e.g. from a reentrant backward, which "
+                   "is not supported)");
     param_ready[i] = true;
     Bucket& b = buckets[p.bucket];
     const Tensor slot = b.buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
@@ -88,18 +103,25 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     }
   }
 
-  void queue_finalize() {
+  // The first thing that happens in a synchronised backward (the output's hook, or the first
+  // gradient): queue the final callback, and count the unused parameters as ready. They are marked
+  // now and not during forward, so that a bucket they complete is launched inside backward on every
+  // rank -- never between forward and backward, where the user may run collectives of their own.
+  void begin_backward() {
     if (callback_queued) return;
     callback_queued = true;
     std::shared_ptr<State> self = shared_from_this();
     queue_callback([self] { self->finalize(); });
+    // An unused parameter contributes what its .grad holds: zero, or what no_sync steps accumulated.
+    for (int i : unused) mark_ready(i, params[i].tensor.grad());
+    unused.clear();
   }
 
   // The post-accumulate hook of parameter i: its .grad is complete for this backward.
   void on_gradient(int i, const Tensor& leaf) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!armed) return;  // inside no_sync(), or a backward DDP's forward did not prepare
-    queue_finalize();
+    begin_backward();
     mark_ready(i, leaf.grad());
   }
 
@@ -241,9 +263,12 @@ Reducer::~Reducer() = default;
 void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_start, SteadyTime forward_end) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mutex);
+  // A forward that will not be followed by a synchronised backward (no_sync, no_grad, evaluation)
+  // leaves the state alone: a step prepared earlier may still be waiting for its backward.
+  if (!(s.require_sync && GradMode::is_enabled() && output.defined() && output.requires_grad())) return;
+  s.drain();
   s.reset_step();
-  s.armed = s.require_sync && GradMode::is_enabled() && output.defined() && output.requires_grad();
-  if (!s.armed) return;
+  s.armed = true;
   s.current = DDPTimings();
   s.current.forward_start = forward_start;
   s.current.forward_us = us_between(forward_start, forward_end);
@@ -257,7 +282,7 @@ void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_star
         std::lock_guard<std::mutex> lock(state->mutex);
         if (!state->armed) return Tensor();
         state->current.backward_start = Clock::now();
-        state->queue_finalize();
+        state->begin_backward();
       }
       return Tensor();
     });
@@ -265,7 +290,7 @@ void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_star
 
   if (s.options.find_unused_parameters_) {
     // Walk the graph from the output; a parameter whose AccumulateGrad is not reached will get no
-    // gradient, so it counts as ready (zero) now, and its bucket is not held up.
+    // gradient, so it will count as ready when backward begins, and its bucket is not held up.
     std::unordered_set<const TensorImpl*> reached;
     std::unordered_set<const Node*> seen;
     std::vector<const Node*> stack;
@@ -279,7 +304,7 @@ void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_star
         if (e.valid()) stack.push_back(e.node.get());
     }
     for (size_t i = 0; i < s.params.size(); ++i)
-      if (!reached.count(s.params[i].tensor.impl())) s.mark_ready(static_cast<int>(i), Tensor());
+      if (!reached.count(s.params[i].tensor.impl())) s.unused.push_back(static_cast<int>(i));
   }
 }
 

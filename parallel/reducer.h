@@ -81,9 +81,11 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // Called after each forward that will be followed by a synchronised backward: resets the step's
-  // state, marks the start of backward (a hook on `output`), and with find_unused_parameters walks
-  // the graph from `output` and counts parameters it does not reach as ready.
+  // Called after each forward. When a synchronised backward will follow (sync on, grad mode on,
+  // `output` requires grad) it waits for any all-reduce of an earlier step still in flight, resets the
+  // step, marks the start of backward (a hook on `output`), and with find_unused_parameters walks the
+  // graph from `output` to find the parameters it does not reach (counted as ready when backward
+  // begins). Any other forward leaves the state untouched.
   void prepare_for_backward(const Tensor& output, SteadyTime forward_start, SteadyTime forward_end);
 
   // Off inside no_sync(): hooks leave gradients to accumulate locally.

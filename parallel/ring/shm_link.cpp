@@ -44,12 +44,16 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory atomics
 
 namespace {
 
+// Ranks can share memory, and see each other's pids, when they agree on all three: hostname, boot id
+// (differs between machines that share a hostname) and pid namespace (differs between containers).
 std::string host_identity() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;  // differs between machines with one hostname
-  return std::string(host) + "/" + boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  char pid_namespace[128] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", pid_namespace, sizeof(pid_namespace) - 1);
+  return std::string(host) + "/" + boot_id + "/" + (n > 0 ? std::string(pid_namespace, n) : "");
 }
 
 ShmLink::Channel* map_channel(const std::string& name, bool create) {
@@ -103,15 +107,22 @@ ShmLink::ShmLink(Store& store, int rank, int size, net::Deadline deadline)
 
   in_name_ = channel_name(rank);
   in_ = map_channel(in_name_, /*create=*/true);
-  store.set("ring/shm/" + std::to_string(rank) + "/pid", std::to_string(::getpid()));
-
-  next_pid_ = std::stoi(store.get_string("ring/shm/" + std::to_string(next_rank_) + "/pid"));
-  prev_pid_ = std::stoi(store.get_string("ring/shm/" + std::to_string(prev_rank_) + "/pid"));
-  out_ = map_channel(channel_name(next_rank_), /*create=*/false);
-  store.set("ring/shm/" + std::to_string(rank) + "/mapped", "1");
-
-  // Once the previous rank has mapped my channel, nobody needs its name any more.
-  store.wait({"ring/shm/" + std::to_string(prev_rank_) + "/mapped"});
+  try {
+    store.set("ring/shm/" + std::to_string(rank) + "/pid", std::to_string(::getpid()));
+    next_pid_ = std::stoi(store.get_string("ring/shm/" + std::to_string(next_rank_) + "/pid"));
+    prev_pid_ = std::stoi(store.get_string("ring/shm/" + std::to_string(prev_rank_) + "/pid"));
+    out_ = map_channel(channel_name(next_rank_), /*create=*/false);
+    store.set("ring/shm/" + std::to_string(rank) + "/mapped", "1");
+    // Once the previous rank has mapped my channel, nobody needs its name any more.
+    store.wait({"ring/shm/" + std::to_string(prev_rank_) + "/mapped"});
+  } catch (...) {
+    // A constructor that throws runs no destructor: give back the named segment here, or a failed
+    // setup (a peer that died, a store timeout) would leave it in /dev/shm.
+    ::shm_unlink(in_name_.c_str());
+    ::munmap(in_, sizeof(Channel));
+    if (out_) ::munmap(out_, sizeof(Channel));
+    throw;
+  }
   ::shm_unlink(in_name_.c_str());
   in_unlinked_ = true;
 }

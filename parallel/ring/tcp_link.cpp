@@ -102,7 +102,7 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
   const std::string to_next = "ring: sending to rank " + std::to_string(next_rank_);
   const std::string from_prev = "ring: receiving from rank " + std::to_string(prev_rank_);
 
-  send_at_boundary_ = send_total == 0;
+  send_at_boundary_ = true;  // nothing of this message has gone out yet
   while (sent < send_total || received < recv_total) {
     pollfd fds[2];
     int count = 0, send_slot = -1, recv_slot = -1;
@@ -124,6 +124,7 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
       if (sent < sizeof(MessageHeader)) {
         sent += to_next_.send_some(reinterpret_cast<const uint8_t*>(&out_header) + sent, sizeof(MessageHeader) - sent,
                                    to_next);
+        send_at_boundary_ = sent == 0;
       } else {
         const size_t at = sent - sizeof(MessageHeader);
         sent += to_next_.send_some(static_cast<const uint8_t*>(send) + at, send_bytes - at, to_next);

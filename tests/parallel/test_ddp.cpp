@@ -79,6 +79,13 @@ TEST_CASE("ddp: an unused parameter is an error naming it, and find_unused_param
   CHECK(all_succeeded(fixed, /*say_ok=*/true));
 }
 
+TEST_CASE("ddp: a no-grad forward, a user collective and no_sync with unused parameters keep ranks in step",
+          "[ddp]") {
+  const JobResult job = spawn_ranks(GENERATE(2, 3), kWorker, {"quiet_failures"});
+  INFO(all_output(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
+}
+
 TEST_CASE("ddp: the first bucket's all-reduce starts before backward ends", "[ddp]") {
   const JobResult job = spawn_ranks(2, kWorker, {"overlap"});
   INFO(all_output(job));

@@ -143,15 +143,83 @@ int accumulate(parallel::ProcessGroup& pg) {
   return diff <= 1e-10 && synced == 1 ? 0 : 1;
 }
 
-// A model whose `spare` layer is not used in forward.
+// A model whose `spare` layer is used in forward only while use_spare is set.
 struct WithSpare : nn::Module {
   WithSpare() {
     used = register_module("used", std::make_shared<nn::Linear>(kIn, kClasses));
     spare = register_module("spare", std::make_shared<nn::Linear>(kIn, kClasses));
   }
-  Tensor forward(const Tensor& x) override { return used->forward(x); }
+  Tensor forward(const Tensor& x) override { return use_spare ? used->forward(x) + spare->forward(x) : used->forward(x); }
   std::shared_ptr<nn::Linear> used, spare;
+  bool use_spare = false;
 };
+
+// The same values on every rank? (all-gathers the tensor and compares with rank 0's copy)
+bool same_on_every_rank(parallel::ProcessGroup& pg, const Tensor& t) {
+  std::vector<Tensor> all;
+  for (int r = 0; r < pg.size(); ++r) all.push_back(zeros_like(t));
+  pg.all_gather(all, t.contiguous())->wait();
+  for (int r = 1; r < pg.size(); ++r)
+    if (all[r].to_vector<float>() != all[0].to_vector<float>()) return false;
+  return true;
+}
+
+// Three ways a step can go wrong quietly, each checked against what must happen:
+//  1. a forward under NoGradGuard between a forward and its backward must not cancel the averaging;
+//  2. with find_unused_parameters, a collective of the user's between forward and backward must
+//     pair up on every rank (the unused bucket is launched inside backward, not in forward);
+//  3. an unused parameter contributes what no_sync steps accumulated in its .grad, not zero.
+int quiet_failures(parallel::ProcessGroup& pg) {
+  const auto group = std::shared_ptr<parallel::ProcessGroup>(&pg, [](auto*) {});
+  manual_seed(11);
+  auto model = std::make_shared<WithSpare>();
+  parallel::DistributedDataParallel<WithSpare> ddp(model, group, parallel::DDPOptions().bucket_cap_mb(0).find_unused_parameters(true));
+  const Tensor x = randn({4, kIn}, DType::f32, 20 + pg.rank());  // different data on every rank
+  std::vector<int64_t> labels = {0, 1, 2, 3};
+  const Tensor y = from_vector(labels, {4});
+  int failures = 0;
+
+  // 1.
+  const Tensor out = ddp(x);
+  {
+    NoGradGuard no_grad;
+    ddp(x);  // e.g. a metrics forward
+  }
+  cross_entropy(out, y).backward();
+  if (ddp.timings().step != 1 || !same_on_every_rank(pg, model->used->weight.grad())) {
+    std::printf("rank %d: 1. a no-grad forward cancelled the averaging\n", pg.rank());
+    ++failures;
+  }
+
+  // 2. rank 0 leaves `spare` unused, the others use it -- and a collective runs between.
+  model->zero_grad();
+  model->use_spare = pg.rank() != 0;
+  const Tensor out2 = ddp(x);
+  Tensor count = full({1}, 1.0);
+  pg.all_reduce(count)->wait();
+  cross_entropy(out2, y).backward();
+  if (count.item() != pg.size() || !same_on_every_rank(pg, model->spare->weight.grad())) {
+    std::printf("rank %d: 2. a collective between forward and backward did not pair up\n", pg.rank());
+    ++failures;
+  }
+
+  // 3. spare used in a no_sync micro-step, unused in the synchronised one.
+  model->zero_grad();
+  model->use_spare = true;
+  {
+    auto guard = ddp.no_sync();
+    cross_entropy(ddp(x), y).backward();
+  }
+  model->use_spare = false;
+  cross_entropy(ddp(x), y).backward();
+  bool nonzero = false;
+  for (float g : model->spare->weight.grad().to_vector<float>()) nonzero = nonzero || g != 0.0f;
+  if (!nonzero || !same_on_every_rank(pg, model->spare->weight.grad())) {
+    std::printf("rank %d: 3. the accumulated gradient of an unused parameter was lost\n", pg.rank());
+    ++failures;
+  }
+  return failures == 0 ? 0 : 1;
+}
 
 int unused(parallel::ProcessGroup& pg) {
   manual_seed(7);
@@ -264,6 +332,7 @@ int main(int argc, char** argv) {
     else if (scenario == "mismatch") rc = mismatch(*pg);
     else if (scenario == "die") rc = die(*pg);
     else if (scenario == "checkpoint") rc = checkpoint(*pg);
+    else if (scenario == "quiet_failures") rc = quiet_failures(*pg);
     else std::printf("unknown scenario '%s'\n", scenario.c_str());
     std::printf(rc == 0 ? "rank %d: ok\n" : "rank %d: failed\n", pg->rank());
     std::fflush(stdout);
