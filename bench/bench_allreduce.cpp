@@ -247,15 +247,7 @@ int main(int argc, char** argv) {
   try {
     const Options o = parse(argc, argv);
     if (bench::is_rank()) return run_rank(o);
-    const std::string result_file = "/tmp/ringgrad_bench_allreduce_" + std::to_string(::getpid()) + ".txt";
-    const int status = bench::launch_ranks(o.nproc, argv, result_file);
-    if (status != 0) {
-      std::fprintf(stderr, "bench_allreduce: a rank failed (status %d)\n", status);
-      return status;
-    }
-    const int rc = report(o, result_file);
-    std::remove(result_file.c_str());
-    return rc;
+    return bench::launch_and_report("bench_allreduce", o.nproc, argv, [&](const std::string& file) { return report(o, file); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
     return 2;

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,6 +50,20 @@ inline int launch_ranks(int nproc, char** argv, const std::string& result_file) 
     worst = std::max(worst, WIFEXITED(status) ? WEXITSTATUS(status) : 128);
   }
   return worst;
+}
+
+// The parent's side of a multi-process benchmark: start the ranks with a fresh result file, and
+// once all of them succeeded, hand the file to `report`; the file is removed afterwards. Returns
+// the first failing rank's status, else report's.
+inline int launch_and_report(const std::string& name, int nproc, char** argv,
+                             const std::function<int(const std::string& result_file)>& report) {
+  const std::string result_file = "/tmp/ringgrad_" + name + "_" + std::to_string(::getpid()) + ".txt";
+  std::remove(result_file.c_str());
+  const int status = launch_ranks(nproc, argv, result_file);
+  const int rc = status != 0 ? status : report(result_file);
+  if (status != 0) std::fprintf(stderr, "%s: a rank failed (status %d)\n", name.c_str(), status);
+  std::remove(result_file.c_str());
+  return rc;
 }
 
 }  // namespace bench
