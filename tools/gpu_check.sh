@@ -87,6 +87,9 @@ elif
   fi
 fi
 
+# Google Benchmark microbenchmarks (bench/micro_cuda.cpp): after a good build, where CMake found libbenchmark-dev.
+if grep -qE '^build +rc=0 ' "$out/summary.txt" && cmake --build "$build" --target bench_micro_cuda > "$out/build_micro_cuda.log" 2>&1; then stage micro-cuda micro_cuda.txt 300 "$build/bench/bench_micro_cuda" --benchmark_format=json "--benchmark_out=$out/micro_cuda.json"; fi
+
 echo
 cat "$out/summary.txt"
 exit $failed

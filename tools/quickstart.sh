@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tools/quickstart.sh: the README's quick start, from a fresh Debian 12 machine to a result.
 #
-#   bash tools/quickstart.sh demo   install what is missing, build, train an MLP on Fashion-MNIST (the main job)
+#   bash tools/quickstart.sh demo   install what is missing, build, then the main job: Fashion-MNIST on one
+#                                   device, with DP on 2 devices and with DDP on 2 processes, side by side,
+#                                   then bench/dp_vs_ddp (table, JSON, CSV, traces, PNGs in build/demo/)
 #   bash tools/quickstart.sh test   install what is missing, build, run every test but the GPU ones
 #
 # Environment:
@@ -9,6 +11,7 @@
 #   RINGGRAD_CUDA=AUTO|ON|OFF             passed to CMake (default AUTO: on when nvcc is found)
 #   RINGGRAD_BUILD_DIR=dir                build somewhere else than build/ (or build-sanitize/)
 #   RINGGRAD_JOBS=n                       parallel compile and test jobs (default: all cores)
+#   RINGGRAD_DEMO_EPOCHS=n                epochs of each Fashion-MNIST run in the demo (default 4)
 #
 # Packages are installed with apt-get only when dpkg says one is missing (as root, or through sudo).
 set -euo pipefail
@@ -26,7 +29,9 @@ mode="$1"
 stage() { printf '\n==== %s\n' "$*"; }
 
 # --- 1. Debian packages -----------------------------------------------------------------------------
-packages=(build-essential cmake ninja-build libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist)
+# libbenchmark-dev: the Google Benchmark microbenchmarks; python3-matplotlib: bench/plot.py's PNGs.
+packages=(build-essential cmake ninja-build libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
+          libbenchmark-dev python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   # dpkg-query fails for a package it never heard of; a removed one still reports its status.
@@ -70,11 +75,46 @@ cmake -S . -B "$build_dir" "${cmake_args[@]}"
 
 # --- 3. build and run -------------------------------------------------------------------------------
 if [[ "$mode" == demo ]]; then
-  # The main job: an MLP on the real Fashion-MNIST data (dataset-fashion-mnist, installed above).
-  stage "build: fashion_mnist"
-  cmake --build "$build_dir" --target fashion_mnist -j "$jobs"
-  stage "demo: $build_dir/examples/fashion_mnist --epochs 15"
-  "$build_dir/examples/fashion_mnist" --epochs 15
+  # The main job. Part 1: the same training (MLP 784-1024-1024-10, batch 128, seed 0) three ways,
+  # with the test accuracies side by side. Part 2: bench/dp_vs_ddp, which explains the differences.
+  stage "build: fashion_mnist, ringrun, dp_vs_ddp, bench_micro"
+  targets=(fashion_mnist ringrun dp_vs_ddp)
+  # bench_micro exists only when Google Benchmark was found at configure time.
+  if ninja -C "$build_dir" -t targets all 2>/dev/null | grep -q '^bench_micro:'; then targets+=(bench_micro); fi
+  cmake --build "$build_dir" --target "${targets[@]}" -j "$jobs"
+  out="$build_dir/demo"
+  mkdir -p "$out"
+  epochs="${RINGGRAD_DEMO_EPOCHS:-4}"
+  train() {  # name, command...: runs one training, shows and keeps its output
+    local name="$1"; shift
+    stage "demo 1/2, $name: $*"
+    "$@" 2>&1 | tee "$out/fashion_mnist_$name.log"
+  }
+  train single "$build_dir/examples/fashion_mnist" --epochs "$epochs"
+  train dp "$build_dir/examples/fashion_mnist" --epochs "$epochs" --dp cpu:0,cpu:1
+  train ddp "$build_dir/tools/ringrun" --nproc-per-node 2 "$build_dir/examples/fashion_mnist" --epochs "$epochs" --ddp
+  stage "demo 1/2: the same model, global batch and seed, trained three ways"
+  printf '%-36s %s\n' "run" "result"
+  for name in single dp ddp; do
+    case "$name" in
+      single) what="one device (cpu:0)" ;;
+      dp) what="DataParallel, cpu:0 + cpu:1" ;;
+      ddp) what="DistributedDataParallel, 2 processes" ;;
+    esac
+    printf '%-36s %s\n' "$what" "$(grep -m1 '# test accuracy' "$out/fashion_mnist_$name.log" | sed 's/^.*# //')"
+  done
+
+  stage "demo 2/2: $build_dir/bench/dp_vs_ddp (where the time goes, and why)"
+  bench_args=(--json "$out/dp_vs_ddp.json" --csv "$out/dp_vs_ddp.csv" --trace "$out/traces" --model)
+  if [[ " ${targets[*]} " == *" bench_micro "* ]]; then bench_args+=(--micro); fi
+  "$build_dir/bench/dp_vs_ddp" "${bench_args[@]}"
+  if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    /usr/bin/python3 bench/plot.py "$out/dp_vs_ddp.json" --out "$out/plots" \
+      --trace "$out/traces/dp.trace.json" --trace "$out/traces/ddp-bucketed-25MB.trace.json"
+  else
+    echo "(no PNGs: /usr/bin/python3 cannot import matplotlib; apt-get install python3-matplotlib)"
+  fi
+  stage "results in $out/: dp_vs_ddp.json and .csv, traces/*.trace.json (open in https://ui.perfetto.dev), plots/*.png, fashion_mnist_*.log"
 else
   stage "build: everything"
   cmake --build "$build_dir" -j "$jobs"

@@ -1,0 +1,172 @@
+// bench/dp_vs_ddp/workload.h: what every mode of dp_vs_ddp shares -- the options, the model, the
+// data, the modes themselves, and the statistics of a list of step times.
+//
+// Fairness rules, so the modes differ only in how they parallelise:
+//   * the same model (MLP, initialised from manual_seed(0)), the same global batch of the same data,
+//     the same optimizer (SGD, momentum 0.9) and the same number of steps in every mode;
+//   * a "device" is a GPU, or on the CPU one logical device with its share of the cores
+//     (cores / devices threads): `single` uses one share, DP and DDP use `devices` shares;
+//   * warm-up steps are never timed; each timed step ends with loss.item(), which waits for the GPU.
+#pragma once
+
+#include <ringgrad/ringgrad.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bench {
+
+struct Options {
+  std::string device = "cpu";  // "cpu": logical CPU devices; "cuda": GPUs
+  int devices = 2;             // N, for dp and ddp
+  std::vector<int64_t> layers = {784, 1024, 1024, 10};
+  int64_t batch = 256;  // global batch: single takes all of it, DP scatters it, each DDP rank takes 1/N
+  int warmup = 5, steps = 50;
+  double lr = 0.01;
+  std::vector<std::string> modes = {"single", "dp", "ddp-naive", "ddp-flat", "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
+  std::vector<double> caps = {1, 5, 25, 100};  // ddp-bucketed's bucket_cap_mb sweep (MiB)
+  std::string data = "synthetic";               // or "fashion-mnist" (the real images)
+  double tolerance = 1e-4;  // correct: max |parameter - single's| after the run is at most this
+  std::string json, csv, trace_dir;
+  int trace_steps = 3;  // the last this many timed steps go into each trace
+  bool scaling_model = false, torch = true, micro = false;
+
+  ringgrad::Device device_at(int index) const {
+    return device == "cuda" ? ringgrad::Device::cuda(index) : ringgrad::Device::cpu(index);
+  }
+  // Threads of one CPU device: its share of the cores.
+  int threads_per_device() const {
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / devices);
+  }
+  std::string model_name() const {
+    std::string name = "MLP";
+    for (size_t i = 0; i < layers.size(); ++i) name += (i ? "-" : " ") + std::to_string(layers[i]);
+    return name;
+  }
+};
+
+// A row's name: the mode, with the bucket cap when there is one ("ddp-bucketed-25MB").
+inline std::string mode_id(const std::string& mode, double cap_mb) {
+  if (std::isnan(cap_mb)) return mode;
+  char cap[32];
+  std::snprintf(cap, sizeof cap, "%g", cap_mb);
+  return mode + "-" + cap + "MB";
+}
+
+// One DDP variant: a name and the DDPOptions that make it. They are the same DistributedDataParallel,
+// with the features that make it fast switched off one at a time:
+//   ddp-naive     every parameter its own all-reduce, all after backward   (no buckets, no overlap)
+//   ddp-flat      one all-reduce of all gradients after backward           (one bucket, no overlap)
+//   ddp-overlap   every parameter its own all-reduce, launched from its hook (overlap, no buckets)
+//   ddp-bucketed  buckets of bucket_cap_mb, launched as each fills          (PyTorch's DDP)
+//   ddp-no_sync   the same steps inside no_sync(): no communication at all. Not a way to train (the
+//                 replicas drift apart), but the floor: what N devices cost before any all-reduce,
+//                 including what the machine loses when N processes share it.
+struct DdpVariant {
+  std::string mode;
+  double cap_mb = NAN;  // ddp-bucketed only
+  ringgrad::parallel::DDPOptions options;
+  bool sync = true;     // false: every step inside ddp.no_sync()
+  std::string id() const { return mode_id(mode, cap_mb); }
+};
+
+inline std::vector<DdpVariant> ddp_variants(const Options& o) {
+  using ringgrad::parallel::DDPOptions;
+  std::vector<DdpVariant> out;
+  for (const std::string& mode : o.modes) {
+    if (mode == "ddp-naive") out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(0).overlap(false)});
+    if (mode == "ddp-flat") out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(1e6).first_bucket_cap_mb(1e6).overlap(false)});
+    if (mode == "ddp-overlap") out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(0).overlap(true)});
+    if (mode == "ddp-bucketed")
+      for (double cap : o.caps)  // PyTorch's defaults: the first bucket 1 MB, the rest `cap`
+        out.push_back({mode, cap, DDPOptions().bucket_cap_mb(cap).first_bucket_cap_mb(std::min(1.0, cap)).overlap(true)});
+    if (mode == "ddp-no_sync") out.push_back({mode, NAN, DDPOptions(), false});
+  }
+  return out;
+}
+
+// The model every mode trains, identical everywhere: same layers, same initial values.
+inline std::shared_ptr<ringgrad::nn::MLP> make_model(const Options& o, ringgrad::Device device) {
+  ringgrad::manual_seed(0);
+  auto model = std::make_shared<ringgrad::nn::MLP>(o.layers);
+  model->to(device);
+  return model;
+}
+
+// A few global batches, made before any timing and cycled through: inputs [batch, layers[0]] and
+// labels [batch]. Synthetic: normal inputs, labels (i * 7 + k) % classes. Fashion-MNIST: the first
+// images of the training set, scaled to [0, 1] (its 784 pixels fix layers[0] = 784).
+struct Data {
+  std::vector<ringgrad::Tensor> x, y;
+};
+
+inline Data make_data(const Options& o, int batches = 4) {
+  using namespace ringgrad;
+  const int64_t in = o.layers.front(), classes = o.layers.back();
+  Data d;
+  if (o.data == "fashion-mnist") {
+    RINGGRAD_CHECK(in == 784 && classes == 10, "dp_vs_ddp: --data fashion-mnist needs layers 784,...,10, got ",
+                   o.model_name());
+    const data::FashionMNIST train(data::Split::Train);
+    RINGGRAD_CHECK(train.size() >= batches * o.batch, "dp_vs_ddp: Fashion-MNIST has ", train.size(),
+                   " images, fewer than ", batches, " batches of ", o.batch);
+    const Tensor pixels = train.images().reshape({train.size(), 784}).to(DType::f32) * (1.0 / 255.0);
+    for (int k = 0; k < batches; ++k) {
+      d.x.push_back(pixels.narrow(0, k * o.batch, o.batch).contiguous());
+      d.y.push_back(train.labels().narrow(0, k * o.batch, o.batch).contiguous());
+    }
+    return d;
+  }
+  RINGGRAD_CHECK(o.data == "synthetic", "dp_vs_ddp: --data expected synthetic or fashion-mnist, got ", o.data);
+  for (int k = 0; k < batches; ++k) {
+    d.x.push_back(randn({o.batch, in}, DType::f32, 1000 + k));
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < o.batch; ++i) labels.push_back((i * 7 + k) % classes);
+    d.y.push_back(from_vector(labels, {o.batch}));
+  }
+  return d;
+}
+
+// Rows [rank * b, (rank + 1) * b) of every batch, b = batch / devices, on `device`: one rank's shard.
+inline Data shard(const Data& global, int rank, int ranks, ringgrad::Device device) {
+  Data d;
+  for (size_t k = 0; k < global.x.size(); ++k) {
+    const int64_t b = global.x[k].size(0) / ranks;
+    d.x.push_back(global.x[k].narrow(0, rank * b, b).contiguous().to(device));
+    d.y.push_back(global.y[k].narrow(0, rank * b, b).contiguous().to(device));
+  }
+  return d;
+}
+
+struct Stats {
+  double median = NAN, p10 = NAN, p90 = NAN;
+};
+
+inline Stats stats_of(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  const size_t mid = v.size() / 2;
+  return {v.size() % 2 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]), at(0.1), at(0.9)};
+}
+
+// Waits for the device's queued work, so a clock read afterwards means "done" (no-op on the CPU).
+inline void sync(ringgrad::Device device) {
+  if (device.is_cuda()) ringgrad::cuda_synchronize(device.index);
+}
+
+// All parameters, flattened to one float64 vector on the host, in registration order.
+inline std::vector<double> flat_parameters(const std::vector<ringgrad::Tensor>& params) {
+  std::vector<double> out;
+  for (const ringgrad::Tensor& p : params) {
+    const auto v = p.detach().to(ringgrad::Device::cpu()).to(ringgrad::DType::f64).to_vector<double>();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+}  // namespace bench

@@ -1,0 +1,64 @@
+// docs/snippets/readme.cpp: the C++ blocks of the top-level README.md, compiled and run (with
+// RINGGRAD_CPU_DEVICES=2, for the DataParallel block). Each block sits in its own scope, indented
+// like the body it is; the README's copies are checked against these regions by
+// tools/check_snippets.py.
+#include <iostream>
+
+#include <ringgrad/ringgrad.h>
+
+#include "mlp.h"
+
+int main() {
+  {
+    // [first_program]
+    #include <ringgrad/ringgrad.h>
+    using namespace ringgrad;
+
+    Tensor x = from_vector<float>({1.5f, -2.0f, 3.0f}).requires_grad_(true);
+    Tensor y = sum(x * x);
+    y.backward();
+    std::cout << x.grad() << '\n';  // tensor([ 3.0000, -4.0000,  6.0000])
+    // [/first_program]
+    snippets::expect(x.grad().to_vector<float>() == std::vector<float>{3.0f, -4.0f, 6.0f}, "d/dx sum(x*x) = 2x");
+  }
+  using namespace ringgrad;
+  Tensor x = randn({8, 784}, TensorOptions(), /*seed=*/2);
+  Tensor labels = snippets::labels_for(8, 10);
+  // [mlp]
+  struct Mlp : nn::Cloneable<Mlp> {
+    Mlp(int64_t in, int64_t hidden, int64_t out) : in(in), hidden(hidden), out(out) { reset(); }
+    void reset() override {  // creates and registers the layers; clone() runs it again
+      fc1 = register_module("fc1", std::make_shared<nn::Linear>(in, hidden));
+      fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, out));
+    }
+    Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+    int64_t in, hidden, out;
+    std::shared_ptr<nn::Linear> fc1, fc2;
+  };
+
+  auto model = std::make_shared<Mlp>(784, 256, 10);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+  Tensor loss = cross_entropy(model->forward(x), labels);
+  opt.zero_grad();
+  loss.backward();
+  opt.step();
+  nn::save_model("mlp.safetensors", *model);  // opens in PyTorch's safetensors tools too
+  // [/mlp]
+  {
+    // [data_parallel]
+    parallel::DataParallel<Mlp> dp(model, {Device::cpu(0), Device::cpu(1)});
+    Tensor loss = cross_entropy(dp.forward(x), labels);  // scatter, replicate, parallel_apply, gather
+    // [/data_parallel]
+    snippets::expect(loss.requires_grad(), "DataParallel's loss has a graph");
+  }
+  {
+    auto pg = parallel::init_process_group("ring", parallel::InitOptions().with_rank(0).with_world_size(1));
+    // [ddp]
+    parallel::DistributedDataParallel<Mlp> ddp(model, pg);   // each process: full replica, own data shard
+    Tensor loss = cross_entropy(ddp.forward(x), labels);
+    loss.backward();                                          // .grad = average over all processes
+    // [/ddp]
+    snippets::expect(model->fc1->weight.grad().defined(), "DDP fills .grad");
+  }
+  return 0;
+}
