@@ -10,10 +10,13 @@
 #   nvidia-smi.txt        the GPU, driver and CUDA versions
 #   configure.log         CMake with -DRINGGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, dependencies
 #                         found in .device-deps/ through CMAKE_PREFIX_PATH
-#   build.log             ringgrad_cuda_tests and bench_gemm_cuda only (the CPU tests run in CI)
+#   build.log             the CUDA tests and the GPU benchmarks only (the CPU tests run in CI)
 #   ctest.log, ctest.xml  ctest -L cuda: every CUDA test (JUnit XML too)
 #   ctest-cublas.log      the backend's GEMM tests again with RINGGRAD_GEMM=cublas
 #   bench_gemm_cuda.txt   the GEMM benchmark (ringgrad vs cuBLAS vs CPU); .json the same rows
+#   bench_allreduce_nccl.txt  NCCL's all-reduce, with 2 or more GPUs
+#   dp_vs_ddp_cuda.txt    bench/dp_vs_ddp --device cuda; .json, and dp_vs_ddp_traces/ (Chrome traces)
+#   micro_cuda.txt/.json  the Google Benchmark GPU microbenchmarks, where libbenchmark was found
 #   summary.txt           one line per stage: name, exit status, seconds
 #
 # Environment: OUT (output folder), GPU_CHECK_BUILD_DIR (default build-gpu), GPU_CHECK_JOBS (parallel
@@ -71,7 +74,7 @@ elif [[ "${GPU_CHECK_CONFIGURE_ONLY:-0}" == 1 ]]; then
   grep -E '^(Eigen3|Catch2|nlohmann_json)_DIR|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE|LIBRARY)' "$build/CMakeCache.txt" |
     tee "$out/found.txt"
 elif
-   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests bench_gemm_cuda bench_allreduce -j "$(nproc)"; then
+   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests bench_gemm_cuda bench_allreduce dp_vs_ddp -j "$(nproc)"; then
   stage ctest ctest.log 900 ctest --test-dir "$build" -L cuda --output-on-failure -j "$jobs" --timeout 300 \
     --output-junit "$out/ctest.xml"
   stage ctest-cublas ctest-cublas.log 300 env RINGGRAD_GEMM=cublas \
@@ -85,6 +88,10 @@ elif
     stage bench-nccl bench_allreduce_nccl.txt 300 "$build/bench/bench_allreduce" --backend nccl --nproc "$gpus" \
       --no-references --json "$out/bench_allreduce_nccl.json"
   fi
+  # The main benchmark on GPUs: DP over the GPUs, DDP with one process per GPU (NCCL), or with one
+  # GPU, two processes sharing it over the ring -- every mode checked against single.
+  stage dp-vs-ddp dp_vs_ddp_cuda.txt 300 "$build/bench/dp_vs_ddp" --device cuda --devices "$(( gpus >= 2 ? gpus : 2 ))" \
+    --batch 1024 --no-torch --model --json "$out/dp_vs_ddp_cuda.json" --trace "$out/dp_vs_ddp_traces"
 fi
 
 # Google Benchmark microbenchmarks (bench/micro_cuda.cpp): after a good build, where CMake found libbenchmark-dev.

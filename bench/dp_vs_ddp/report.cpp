@@ -98,6 +98,24 @@ Table mode_table(const Run& run) {
   return t;
 }
 
+// Each mode's own phases (medians, ms): what the compute / copies / comm columns were folded from.
+Table breakdown_table(const Run& run) {
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"forward", "forward"}, {"scatter", "scatter"}, {"replicate", "replicate"}, {"apply", "apply"},
+      {"gather", "gather"},   {"backward", "backward"}, {"reduce", "reduce"},    {"comm", "comm"},
+      {"exposed_comm", "exposed"}, {"copy_back", "copy back"}, {"optimizer", "optimizer"}};
+  std::vector<Column> columns = {{"mode", "", 20, true}};
+  for (const auto& k : keys) columns.push_back({k.second, "ms", 9});
+  Table t("breakdown", columns);
+  for (const ModeResult& r : run.modes) {
+    if (r.breakdown_ms.empty()) continue;
+    std::vector<std::string> row = {r.id};
+    for (const auto& k : keys) row.push_back(fmt(r.breakdown(k.first), 2));
+    t.add_row(row);
+  }
+  return t;
+}
+
 void print_targets(const Run& run) {
   const ModeResult* ddp = reference_ddp(run);
   const ModeResult* dp = find(run, "dp");
@@ -286,6 +304,10 @@ int report(const Run& run) {
               "copies = DP's scatter/replicate/gather/reduce, DDP's copy back into .grad; comm = all-reduce time, of which "
               "exposed = after backward; ok = final parameters within %.0e of single's (DDP: and identical on every rank)\n",
               o.tolerance);
+  std::printf("#\n# where each mode's step goes (medians over the timed steps; DP's reduce runs inside its backward, "
+              "DDP's comm alongside its backward)\n");
+  breakdown_table(run).print(stdout);
+  std::printf("#\n");
   for (const std::string& note : run.notes) std::printf("# %s\n", note.c_str());
   print_targets(run);
   const ModelOutput model = o.scaling_model ? scaling_model(run) : ModelOutput{};
