@@ -27,8 +27,12 @@ A table may be tied to snippet files as well, one file per column:
 Every `code span` in column i must then appear in file i (spaces collapsed), so a renamed function
 cannot survive in a table either.
 
+A C++ block (```cpp, ```c++ or ```cxx) without a marker is an error too: every piece of C++ in the
+docs must be a copy of compiled code. Shell, CMake, text and unlabelled blocks need no marker.
+
 Usage:
     python3 tools/check_snippets.py          check docs/*.md and README.md; exit 1 on any difference
+                                             or unmarked C++ block
     python3 tools/check_snippets.py --fix    rewrite the markdown copies from their sources
     python3 tools/check_snippets.py --root DIR [FILE.md ...]
 
@@ -48,6 +52,7 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 REGION_OPEN = re.compile(r"^\s*//\s*\[([A-Za-z0-9_.-]+)\]\s*$")
 REGION_CLOSE = re.compile(r"^\s*//\s*\[/([A-Za-z0-9_.-]+)\]\s*$")
 CODE_SPAN = re.compile(r"`([^`]+)`")
+CPP_LANGUAGES = {"cpp", "c++", "cxx"}  # a fenced block's info string, first word, any case
 
 
 class Problem(Exception):
@@ -107,6 +112,23 @@ def find_fence(lines, i):
         if lines[k].strip().startswith(fence[0] * len(fence)) and lines[k].strip().strip(fence[0]) == "":
             return j, k
     raise Problem("the fenced code block after the marker is never closed")
+
+
+def unmarked_cpp_blocks(lines):
+    """Line indices of the opening fences of C++ blocks that no snippet marker precedes."""
+    found = []
+    fence = None  # the opening fence of the block we are in, or None outside blocks
+    for i, line in enumerate(lines):
+        m = FENCE.match(line)
+        if fence is None:
+            if m:
+                fence = m.group(2)
+                words = m.group(3).split()
+                if words and words[0].lower() in CPP_LANGUAGES and not (i > 0 and MARKER.match(lines[i - 1])):
+                    found.append(i)
+        elif m and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not m.group(3).strip():
+            fence = None
+    return found
 
 
 def collapse(s):
@@ -174,6 +196,11 @@ def process(root, md_path, fix):
         first = next((k for k, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
         problems.append("%s:%d: snippet %s: the copy differs from its source (first at line %d of the block)\n%s"
                         % (rel, open_i + 2 + first, ref, first + 1, "\n".join("    " + d for d in diff)))
+    for i in unmarked_cpp_blocks(lines):
+        problems.append("%s:%d: a C++ block without a snippet marker: put the code in a compiled file (a "
+                        "region '// [NAME]' ... '// [/NAME]' of docs/snippets/FILE.cpp, built and run by "
+                        "docs/CMakeLists.txt) and add '<!-- snippet: docs/snippets/FILE.cpp#NAME -->' on the "
+                        "line above the block" % (rel, i + 1))
     new_text = "\n".join(out) if fix and out != lines else None
     return problems, seen, new_text
 
@@ -204,9 +231,10 @@ def main(argv):
     if fixed:
         print("check_snippets: rewrote %s" % ", ".join(fixed))
     if problems:
+        differ = any("the copy differs from its source" in p for p in problems)
         print("check_snippets: %d problem(s) in %d marked snippet(s) of %d file(s)%s"
-              % (len(problems), seen, len(files), "" if args.fix else "; run tools/check_snippets.py --fix to copy "
-                 "the sources into the markdown"), file=sys.stderr)
+              % (len(problems), seen, len(files), "; run tools/check_snippets.py --fix to copy the sources into "
+                 "the markdown" if differ and not args.fix else ""), file=sys.stderr)
         return 1
     print("check_snippets: %d marked snippet(s) in %d file(s) match their sources" % (seen, len(files)))
     return 0

@@ -10,7 +10,7 @@
 #   nvidia-smi.txt        the GPU, driver and CUDA versions
 #   configure.log         CMake with -DRINGGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, dependencies
 #                         found in .device-deps/ through CMAKE_PREFIX_PATH
-#   build.log             the CUDA tests and the GPU benchmarks only (the CPU tests run in CI)
+#   build.log             the CUDA tests (docs/snippets/cuda.cpp too) and the GPU benchmarks only (the CPU tests run in CI)
 #   ctest.log, ctest.xml  ctest -L cuda: every CUDA test (JUnit XML too)
 #   ctest-cublas.log      the backend's GEMM tests again with RINGGRAD_GEMM=cublas
 #   bench_gemm_cuda.txt   the GEMM benchmark (ringgrad vs cuBLAS vs CPU); .json the same rows
@@ -74,7 +74,7 @@ elif [[ "${GPU_CHECK_CONFIGURE_ONLY:-0}" == 1 ]]; then
   grep -E '^(Eigen3|Catch2|nlohmann_json)_DIR|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE|LIBRARY)' "$build/CMakeCache.txt" |
     tee "$out/found.txt"
 elif
-   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests bench_gemm_cuda bench_allreduce dp_vs_ddp -j "$(nproc)"; then
+   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests snippet_cuda bench_gemm_cuda bench_allreduce dp_vs_ddp -j "$(nproc)"; then
   stage ctest ctest.log 900 ctest --test-dir "$build" -L cuda --output-on-failure -j "$jobs" --timeout 300 \
     --output-junit "$out/ctest.xml"
   stage ctest-cublas ctest-cublas.log 300 env RINGGRAD_GEMM=cublas \

@@ -1,7 +1,8 @@
 // docs/snippets/readme.cpp: the C++ blocks of the top-level README.md, compiled and run (with
-// RINGGRAD_CPU_DEVICES=2, for the DataParallel block). Each block sits in its own scope, indented
-// like the body it is; the README's copies are checked against these regions by
-// tools/check_snippets.py.
+// RINGGRAD_CPU_DEVICES=2, for the DataParallel block; the process-group blocks run as a job of one).
+// Blocks that declare names the others reuse sit in their own scope, indented like the body they
+// are; the README's copies are checked against these regions by tools/check_snippets.py.
+#include <cstdlib>
 #include <iostream>
 
 #include <ringgrad/ringgrad.h>
@@ -51,8 +52,19 @@ int main() {
     // [/data_parallel]
     snippets::expect(loss.requires_grad(), "DataParallel's loss has a graph");
   }
+  // A job of one unless a launcher says otherwise: ringrun (or torchrun) sets these for every process.
+  setenv("RANK", "0", /*overwrite=*/0);
+  setenv("WORLD_SIZE", "1", /*overwrite=*/0);
+  Tensor before = model->fc1->weight.grad().clone();
+  // [all_reduce]
+  auto pg = parallel::init_process_group("ring");          // "nccl" for GPUs
+  Tensor grad = model->fc1->weight.grad();                 // this process's gradient
+  pg->all_reduce(grad, parallel::ReduceOp::Avg)->wait();   // the mean over all processes
+  // [/all_reduce]
+  if (pg->size() == 1) {
+    snippets::expect(grad.to_vector<float>() == before.to_vector<float>(), "the mean over one process is itself");
+  }
   {
-    auto pg = parallel::init_process_group("ring", parallel::InitOptions().with_rank(0).with_world_size(1));
     // [ddp]
     parallel::DistributedDataParallel<Mlp> ddp(model, pg);   // each process: full replica, own data shard
     Tensor loss = cross_entropy(ddp.forward(x), labels);
