@@ -4,8 +4,8 @@
 //   ./build/bench/bench_allreduce --nproc 4 --transport shm --max-bytes 64M --json allreduce.json
 //   ./build/bench/bench_allreduce --nproc 8 --backend nccl    # NCCL, one GPU per rank (needs >= 2 GPUs)
 //
-// Started without RANK in the environment, the program launches itself --nproc times as the ranks
-// of a job (like torch.multiprocessing.spawn), waits, and then -- in the same run -- measures the
+// Started by hand (not as one of its own ranks, bench_launch.h), the program launches itself --nproc
+// times as the ranks of a job (like torch.multiprocessing.spawn), waits, and then -- in the same run -- measures the
 // references that are installed: torch.distributed with gloo (bench/torch_allreduce.py, Debian's
 // python3-torch) and Open MPI's MPI_Allreduce (bench/mpi_allreduce.c, when mpicc and mpirun exist).
 // It ends with a table of ratios against those references.

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench_commit.h"  // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
+
 namespace bench {
 
 using Clock = std::chrono::steady_clock;

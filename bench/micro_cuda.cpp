@@ -37,6 +37,8 @@
 
 #include <ringgrad/ringgrad.h>
 
+#include "bench_commit.h"  // RINGGRAD_BENCH_COMMIT, generated at build time
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -39,6 +39,8 @@
 #include <benchmark/benchmark.h>
 #include <ringgrad/ringgrad.h>
 
+#include "bench_commit.h"  // RINGGRAD_BENCH_COMMIT, generated at build time
+
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>

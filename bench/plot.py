@@ -285,7 +285,7 @@ def plot_scaling(plt, result, path):
         fig.text(0.01, 0.01, "calibrated (%s): compute %s ms, optimizer %s ms per device at batch %s, %.2f MB of "
                  "gradients; all-reduce alpha %s us, beta %s GB/s. Extrapolation: weak scaling, the per-device "
                  "batch held fixed." % (cal.get("compute_from", "single"), g("compute_ms"), g("optimizer_ms"),
-                                        cal.get("per_device_batch", "?"), (number(cal.get("param_bytes")) or 0) / 1e6,
+                                        cal.get("measured_batch", "?"), (number(cal.get("param_bytes")) or 0) / 1e6,
                                         g("alpha_us"), g("beta_GBps")),
                  fontsize=7, color="#555555")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)

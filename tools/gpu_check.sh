@@ -90,8 +90,9 @@ elif
   fi
   # The main benchmark on GPUs: DP over the GPUs, DDP with one process per GPU (NCCL), or with one
   # GPU, two processes sharing it over the ring -- every mode checked against single.
-  stage dp-vs-ddp dp_vs_ddp_cuda.txt 300 "$build/bench/dp_vs_ddp" --device cuda --devices "$(( gpus >= 2 ? gpus : 2 ))" \
-    --batch 1024 --no-torch --model --json "$out/dp_vs_ddp_cuda.json" --trace "$out/dp_vs_ddp_traces"
+  ddp_n=$(( gpus >= 2 ? gpus : 2 ))
+  stage dp-vs-ddp dp_vs_ddp_cuda.txt 300 "$build/bench/dp_vs_ddp" --device cuda --devices "$ddp_n" \
+    --batch "$(( 1024 / ddp_n * ddp_n ))" --no-torch --model --json "$out/dp_vs_ddp_cuda.json" --trace "$out/dp_vs_ddp_traces"
 fi
 
 # Google Benchmark microbenchmarks (bench/micro_cuda.cpp): after a good build, where CMake found libbenchmark-dev.

@@ -81,13 +81,13 @@ ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_
     const parallel::DDPTimings t = ddp.timings();
     double comm_ms = 0;  // the all-reduces run one after another on the communication thread
     for (const parallel::BucketTiming& b : t.buckets) comm_ms += ms(b.comm_end - b.comm_start);
-    parts["forward"].push_back(t.forward_us / 1e3);
-    parts["backward"].push_back(t.backward_us / 1e3);
+    parts["forward"].push_back(ms(t1 - t0));  // zero_grad + forward + loss, as in every mode
+    parts["backward"].push_back(t.backward_us / 1e3);  // compute only: without the wait and copy back
     parts["comm"].push_back(comm_ms);
     parts["exposed_comm"].push_back(t.exposed_comm_us / 1e3);
     parts["copy_back"].push_back(t.copy_back_us / 1e3);
     if (s >= o.warmup + o.steps - o.trace_steps) {
-      trace.slice(rank, 0, "forward", t.forward_start, plus_us(t.forward_start, t.forward_us), {{"step", s}});
+      trace.slice(rank, 0, "forward", t0, t1, {{"step", s}});
       trace.slice(rank, 0, "backward", t.backward_start, t.backward_end, {{"step", s}});
       trace.slice(rank, 0, "wait for all-reduce", t.backward_end, plus_us(t.backward_end, t.exposed_comm_us), {{"step", s}});
       trace.slice(rank, 0, "optimizer", t2, t3, {{"step", s}});
@@ -141,11 +141,12 @@ double time_allreduce_us(parallel::ProcessGroup& pg, int64_t bytes, Device devic
 int run_ddp_rank(const Options& o) {
   CountingHostAllocator::install();
   const char* result_file = std::getenv("BENCH_RESULT_FILE");
-  RINGGRAD_CHECK(result_file != nullptr, "dp_vs_ddp: a rank needs BENCH_RESULT_FILE");
+  RINGGRAD_CHECK(result_file != nullptr, "dp_vs_ddp: a rank needs BENCH_RESULT_FILE (dp_vs_ddp starts its own ranks: "
+                 "run it directly, not under ringrun or torchrun)");
   const int gpus = o.device == "cuda" ? cuda_device_count() : 0;
   RINGGRAD_CHECK(o.device != "cuda" || gpus > 0, "dp_vs_ddp: --device cuda, but this process sees no GPU");
-  // NCCL needs a GPU per rank; with fewer GPUs than ranks, ranks share GPUs over the ring.
-  const std::string backend = gpus >= o.devices ? "nccl" : "ring";
+  // NCCL needs a GPU per rank (and a build with NCCL); otherwise ranks share GPUs over the ring.
+  const std::string backend = gpus >= o.devices && parallel::nccl_available() ? "nccl" : "ring";
   auto pg = parallel::init_process_group(backend);
   const int rank = pg->rank();
   const Device device = o.device == "cuda" ? Device::cuda(rank % gpus) : Device::cpu(0);
@@ -157,7 +158,10 @@ int run_ddp_rank(const Options& o) {
   }
   const Data data = shard(make_data(o), rank, pg->size(), device);
   std::ofstream out;
-  if (rank == 0) out.open(result_file, std::ios::app);
+  if (rank == 0) {
+    out.open(result_file, std::ios::app);
+    RINGGRAD_CHECK(out.good(), "dp_vs_ddp: rank 0 cannot write its results to ", result_file);
+  }
   for (const DdpVariant& v : ddp_variants(o)) {
     Trace trace;
     trace.name_process(rank, "DDP rank " + std::to_string(rank) + " (" + device.str() + ")");
@@ -177,11 +181,13 @@ int run_ddp_rank(const Options& o) {
   if (o.scaling_model) {
     int64_t param_bytes = 0;
     for (const Tensor& p : make_model(o, device)->parameters()) param_bytes += p.numel() * p.element_size();
+    // Two sizes: 4 KB (latency-bound) and the gradients' size, at least 4 MiB (bandwidth-bound).
+    const int64_t large_bytes = std::max<int64_t>(param_bytes, int64_t{4} << 20);
     const double small_us = time_allreduce_us(*pg, 4096, device);
-    const double large_us = time_allreduce_us(*pg, param_bytes, device);
+    const double large_us = time_allreduce_us(*pg, large_bytes, device);
     if (rank == 0)
       out << nlohmann::json{{"allreduce", {{"ranks", pg->size()}, {"backend", backend}, {"small_bytes", 4096},
-                                           {"small_us", small_us}, {"large_bytes", param_bytes}, {"large_us", large_us}}}}
+                                           {"small_us", small_us}, {"large_bytes", large_bytes}, {"large_us", large_us}}}}
                  .dump()
           << std::endl;
   }

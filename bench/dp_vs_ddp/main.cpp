@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "../bench_launch.h"
 #include "../bench_util.h"
@@ -63,6 +64,20 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
+// The value of `flag` as a number, or an Error naming both.
+template <typename T>
+T number(const std::string& flag, const std::string& value) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(value, &used);
+    if (used == value.size() && (std::is_floating_point<T>::value || v == static_cast<double>(static_cast<T>(v))))
+      return static_cast<T>(v);
+  } catch (const std::exception&) {
+  }
+  throw Error("dp_vs_ddp: " + flag + " expected " + (std::is_floating_point<T>::value ? "a number" : "an integer") +
+              ", got '" + value + "'");
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   int depth = -1, width = -1;
@@ -78,22 +93,22 @@ Options parse(int argc, char** argv) {
     RINGGRAD_CHECK(i + 1 < argc, "dp_vs_ddp: ", flag, " needs a value (see --help)");
     const std::string value = argv[++i];
     if (flag == "--device") o.device = value;
-    else if (flag == "--devices") o.devices = std::stoi(value);
+    else if (flag == "--devices") o.devices = number<int>(flag, value);
     else if (flag == "--layers") {
       o.layers.clear();
-      for (const std::string& s : split(value)) o.layers.push_back(std::stoll(s));
-    } else if (flag == "--depth") depth = std::stoi(value);
-    else if (flag == "--width") width = std::stoi(value);
-    else if (flag == "--batch") o.batch = std::stoll(value);
-    else if (flag == "--steps") o.steps = std::stoi(value);
-    else if (flag == "--warmup") o.warmup = std::stoi(value);
-    else if (flag == "--lr") o.lr = std::stod(value);
+      for (const std::string& s : split(value)) o.layers.push_back(number<int64_t>(flag, s));
+    } else if (flag == "--depth") depth = number<int>(flag, value);
+    else if (flag == "--width") width = number<int>(flag, value);
+    else if (flag == "--batch") o.batch = number<int64_t>(flag, value);
+    else if (flag == "--steps") o.steps = number<int>(flag, value);
+    else if (flag == "--warmup") o.warmup = number<int>(flag, value);
+    else if (flag == "--lr") o.lr = number<double>(flag, value);
     else if (flag == "--modes") o.modes = split(value);
     else if (flag == "--caps") {
       o.caps.clear();
-      for (const std::string& s : split(value)) o.caps.push_back(std::stod(s));
+      for (const std::string& s : split(value)) o.caps.push_back(number<double>(flag, s));
     } else if (flag == "--data") o.data = value;
-    else if (flag == "--tolerance") o.tolerance = std::stod(value);
+    else if (flag == "--tolerance") o.tolerance = number<double>(flag, value);
     else if (flag == "--json") o.json = value;
     else if (flag == "--csv") o.csv = value;
     else if (flag == "--trace") o.trace_dir = value;
@@ -108,6 +123,10 @@ Options parse(int argc, char** argv) {
   RINGGRAD_CHECK(o.device == "cpu" || o.device == "cuda", "dp_vs_ddp: --device expected cpu or cuda, got ", o.device);
   RINGGRAD_CHECK(o.devices >= 1, "dp_vs_ddp: --devices expected >= 1, got ", o.devices);
   RINGGRAD_CHECK(o.layers.size() >= 2, "dp_vs_ddp: --layers expected at least two sizes, got ", o.layers.size());
+  RINGGRAD_CHECK(o.batch >= o.devices, "dp_vs_ddp: --batch must give every device at least one sample, got ", o.batch,
+                 " for ", o.devices, " devices");
+  for (int64_t size : o.layers) RINGGRAD_CHECK(size >= 1, "dp_vs_ddp: --layers expected sizes >= 1, got ", size);
+  for (double cap : o.caps) RINGGRAD_CHECK(cap >= 0, "dp_vs_ddp: --caps expected sizes >= 0 MB, got ", cap);
   RINGGRAD_CHECK(o.batch % o.devices == 0, "dp_vs_ddp: --batch must divide by --devices (every rank gets batch / N), got ",
                  o.batch, " and ", o.devices);
   RINGGRAD_CHECK(o.steps >= 1 && o.warmup >= 0, "dp_vs_ddp: expected --steps >= 1 and --warmup >= 0, got ", o.steps,
@@ -189,7 +208,7 @@ void run_torch(Run& run) {
                           shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/compare/torch_dp_vs_ddp.py") + " --layers " +
                           layers + " --global-batch " + std::to_string(o.batch) + " --devices " + std::to_string(o.devices) +
                           " --steps " + std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --lr " +
-                          std::to_string(o.lr) + " --caps " + caps + " --device " + o.device + " --threads-per-device " +
+                          fmt(o.lr, 17) + " --caps " + caps + " --device " + o.device + " --threads-per-device " +
                           std::to_string(o.threads_per_device()) + " 2>/dev/null";
   std::printf("# pytorch: %s\n", cmd.c_str());
   std::fflush(stdout);
@@ -264,6 +283,8 @@ int run_parent(const Options& o, char** argv) {
     run.modes.push_back(std::move(r));
     if (trace) write_trace(run, "dp", *trace);
   }
+  // The DDP ranks are separate processes on the same devices: give back what this one cached.
+  if (o.device == "cuda") cuda_empty_cache();
   if (!ddp_variants(o).empty()) run_ddp(run, argv, single_params);
   if (o.scaling_model && o.devices >= 2) {
     int64_t bytes = 0;
@@ -285,7 +306,8 @@ int main(int argc, char** argv) {
     if (bench::is_rank()) return bench::run_ddp_rank(o);
     return bench::run_parent(o, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dp_vs_ddp: %s\n", e.what());
+    const std::string what = e.what();  // the benchmark's own errors already start with its name
+    std::fprintf(stderr, "%s%s\n", what.rfind("dp_vs_ddp:", 0) == 0 ? "" : "dp_vs_ddp: ", what.c_str());
     return 2;
   }
 }

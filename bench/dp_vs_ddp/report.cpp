@@ -19,13 +19,14 @@ namespace {
 
 bool is_ddp(const ModeResult& r) { return r.mode.rfind("ddp", 0) == 0 || r.mode.rfind("torch-ddp", 0) == 0; }
 
-// The one ringgrad row the targets are judged on: ddp-bucketed with the 25 MB default cap.
 const ModeResult* find(const Run& run, const std::string& id) {
   for (const ModeResult& r : run.modes)
     if (r.id == id) return &r;
   return nullptr;
 }
 
+// The one ringgrad row the targets are judged on: ddp-bucketed with the 25 MB default cap
+// (or the first bucketed row when the sweep left 25 out).
 const ModeResult* reference_ddp(const Run& run) {
   if (const ModeResult* r = find(run, "ddp-bucketed-25MB")) return r;
   for (const ModeResult& r : run.modes)
@@ -175,10 +176,20 @@ ModelOutput scaling_model(const Run& run) {
   c.output_bytes_per_sample = o.layers.back() * 4;
   const auto& ar = run.allreduce;
   const int n = ar.at("ranks");
+  if (n < 2) {
+    std::printf("# scaling model: needs at least 2 ranks to measure an all-reduce, got %d\n", n);
+    return out;
+  }
   c.ring = fit_allreduce("measured all-reduce (" + ar.at("backend").get<std::string>() + ", this run)", n,
                          ar.at("small_bytes"), ar.at("small_us"), ar.at("large_bytes"), ar.at("large_us"));
+  if (!usable(c.ring)) {
+    std::printf("# scaling model: skipped, the all-reduce times (%.1f us for %s B, %.1f us for %s B) give no usable "
+                "alpha and beta\n", ar.at("small_us").get<double>(), ar.at("small_bytes").dump().c_str(),
+                ar.at("large_us").get<double>(), ar.at("large_bytes").dump().c_str());
+    return out;
+  }
   c.ring.shares_compute_cores = o.device == "cpu";
-  c.copy = std::isfinite(run.copy_link.beta_GBps) ? run.copy_link : c.ring;
+  c.copy = usable(run.copy_link) ? run.copy_link : c.ring;
 
   std::printf("#\n# scaling model -- an alpha-beta MODEL, not a measurement (bench/dp_vs_ddp/scaling_model.h)\n");
   std::printf("# calibrated: %s forward %.2f ms, backward %.2f ms, optimizer %.2f ms at batch %lld; %s: alpha %.1f us, "
@@ -283,7 +294,7 @@ bool write_csv(const Run& run, const std::string& path) {
            num(compute_ms(r)) + "," + num(copies_ms(r)) + "," + num(is_ddp(r) ? r.breakdown("comm") : NAN) + "," +
            num(is_ddp(r) ? r.breakdown("exposed_comm") : NAN) + "," + num(r.overlap_pct()) + "," +
            num(max_of(r.peak_memory_mb)) + "," + sci(r.max_abs_diff) +
-           "," + (r.source == "pytorch" ? "" : correct(run, r) ? "true" : "false") + "\n";
+           "," + (r.source == "pytorch" || !r.checked ? "" : correct(run, r) ? "true" : "false") + "\n";
   }
   return write_text(path, csv);
 }

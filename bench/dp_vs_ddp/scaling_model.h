@@ -40,8 +40,8 @@ namespace bench {
 
 struct Link {
   std::string name;
-  double alpha_us;    // per message
-  double beta_GBps;   // per direction, per device
+  double alpha_us = NAN;   // per message
+  double beta_GBps = NAN;  // per direction, per device
   bool shares_compute_cores = false;  // the transfer is CPU work on the cores that also compute
 };
 
@@ -53,9 +53,14 @@ inline std::vector<Link> link_presets() {
           {"100 Gb Ethernet", 15, 12.5}};
 }
 
-// Fits alpha and beta of the all-reduce formula to two measured all-reduce times on `n` ranks.
+// A fit that can be used: positive, finite bandwidth and a latency that is not negative.
+inline bool usable(const Link& l) { return std::isfinite(l.beta_GBps) && l.beta_GBps > 0 && std::isfinite(l.alpha_us) && l.alpha_us >= 0; }
+
+// Fits alpha and beta of the all-reduce formula to two measured all-reduce times on `n` >= 2 ranks
+// (the large size should be MBs, so bandwidth dominates; a fit that makes no sense is !usable()).
 inline Link fit_allreduce(const std::string& name, int n, double small_bytes, double small_us, double large_bytes,
                           double large_us) {
+  if (n < 2 || large_us <= small_us || large_bytes <= small_bytes) return {name, NAN, NAN};
   const double f = 2.0 * (n - 1) / n;  // the bytes factor of the ring
   const double beta = f * (large_bytes - small_bytes) / std::max(1e-9, large_us - small_us) / 1e3;  // GB/s
   const double alpha = std::max(0.0, (small_us - f * small_bytes / (beta * 1e3)) / (2.0 * (n - 1)));
@@ -64,6 +69,7 @@ inline Link fit_allreduce(const std::string& name, int n, double small_bytes, do
 
 // Fits alpha and beta of one copy (alpha + S / beta) to two measured copy times.
 inline Link fit_copy(const std::string& name, double small_bytes, double small_us, double large_bytes, double large_us) {
+  if (large_us <= small_us || large_bytes <= small_bytes) return {name, NAN, NAN};
   const double beta = (large_bytes - small_bytes) / std::max(1e-9, large_us - small_us) / 1e3;
   return {name, std::max(0.0, small_us - small_bytes / (beta * 1e3)), beta};
 }

@@ -165,8 +165,9 @@ Link measure_copy_link(const Options& o, int64_t large_bytes) {
     return stats_of(us).median;
   };
   const double small = 4096;
+  const int64_t large = std::max<int64_t>(large_bytes, int64_t{4} << 20);  // bandwidth-bound: MBs
   return fit_copy("measured copy " + from.str() + " -> " + to.str(), small, time_copy_us(static_cast<int64_t>(small)),
-                  static_cast<double>(large_bytes), time_copy_us(large_bytes));
+                  static_cast<double>(large), time_copy_us(large));
 }
 
 }  // namespace bench

@@ -28,7 +28,7 @@ struct Options {
   int warmup = 5, steps = 50;
   double lr = 0.01;
   std::vector<std::string> modes = {"single", "dp", "ddp-naive", "ddp-flat", "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
-  std::vector<double> caps = {1, 5, 25, 100};  // ddp-bucketed's bucket_cap_mb sweep (MiB)
+  std::vector<double> caps = {1, 5, 25, 100};  // ddp-bucketed's bucket_cap_mb sweep ("MB" as PyTorch says; 2^20 bytes)
   std::string data = "synthetic";               // or "fashion-mnist" (the real images)
   double tolerance = 1e-4;  // correct: max |parameter - single's| after the run is at most this
   std::string json, csv, trace_dir;
@@ -116,8 +116,10 @@ inline Data make_data(const Options& o, int batches = 4) {
                    " images, fewer than ", batches, " batches of ", o.batch);
     const Tensor pixels = train.images().reshape({train.size(), 784}).to(DType::f32) * (1.0 / 255.0);
     for (int k = 0; k < batches; ++k) {
-      d.x.push_back(pixels.narrow(0, k * o.batch, o.batch).contiguous());
-      d.y.push_back(train.labels().narrow(0, k * o.batch, o.batch).contiguous());
+      // clone(): a batch of its own, not a view that would keep the whole dataset alive (and
+      // counted in every mode's peak memory).
+      d.x.push_back(pixels.narrow(0, k * o.batch, o.batch).clone());
+      d.y.push_back(train.labels().narrow(0, k * o.batch, o.batch).clone());
     }
     return d;
   }
@@ -136,8 +138,8 @@ inline Data shard(const Data& global, int rank, int ranks, ringgrad::Device devi
   Data d;
   for (size_t k = 0; k < global.x.size(); ++k) {
     const int64_t b = global.x[k].size(0) / ranks;
-    d.x.push_back(global.x[k].narrow(0, rank * b, b).contiguous().to(device));
-    d.y.push_back(global.y[k].narrow(0, rank * b, b).contiguous().to(device));
+    d.x.push_back(global.x[k].narrow(0, rank * b, b).clone().to(device));  // the shard alone, not a view
+    d.y.push_back(global.y[k].narrow(0, rank * b, b).clone().to(device));
   }
   return d;
 }
