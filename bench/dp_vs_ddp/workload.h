@@ -134,9 +134,14 @@ inline Data make_data(const Options& o, int batches = 4) {
 }
 
 // Rows [rank * b, (rank + 1) * b) of every batch, b = batch / devices, on `device`: one rank's shard.
+// With one rank, the batches themselves (moved to `device` if they are not there).
 inline Data shard(const Data& global, int rank, int ranks, ringgrad::Device device) {
   Data d;
-  for (size_t k = 0; k < global.x.size(); ++k) {
+  for (size_t k = 0; k < global.x.size() && ranks == 1; ++k) {
+    d.x.push_back(global.x[k].to(device));
+    d.y.push_back(global.y[k].to(device));
+  }
+  for (size_t k = 0; k < global.x.size() && ranks > 1; ++k) {
     const int64_t b = global.x[k].size(0) / ranks;
     d.x.push_back(global.x[k].narrow(0, rank * b, b).clone().to(device));  // the shard alone, not a view
     d.y.push_back(global.y[k].narrow(0, rank * b, b).clone().to(device));
