@@ -1,4 +1,4 @@
-// bench/bench_util.h: what every benchmark shares -- timing loops, medians, STYLE.md section 10
+// bench/bench_util.h: what every benchmark shares -- timing loops, medians, the project's benchmark
 // tables (printed, and written as JSON by --json), and running a helper process.
 //
 // Timing method (the Python references use the same one): a warm-up loop that is never timed grows
@@ -73,7 +73,7 @@ struct Column {
   bool left = false;  // text columns read better left-aligned
 };
 
-// One table of STYLE.md section 10: '#' header lines, units in the second header row, one row per
+// One benchmark table: '#' header lines, units in the second header row, one row per
 // measurement, the result check in the last column.
 class Table {
  public:

@@ -1,5 +1,5 @@
 // bench/dp_vs_ddp/report.h: everything one run of dp_vs_ddp collected, and its presentation -- the
-// table on stdout (STYLE.md section 10), the scaling model's tables, --json and --csv.
+// table on stdout (the format of bench_util.h's Table), the scaling model's tables, --json and --csv.
 #pragma once
 
 #include <string>
