@@ -71,13 +71,7 @@ struct Device {
   Device& operator=(const Device&) = delete;
 };
 
-std::vector<float> seeded_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& e : v) e = dist(rng);
-  return v;
-}
+using bench::seeded_values;
 
 int64_t count_wrong(const std::vector<float>& got, const std::vector<float>& want, int64_t k) {
   const double tol = 1e-6 + 3e-7 * static_cast<double>(k);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,15 @@ std::vector<double> time_per_call(F&& fn, int reps, double min_seconds) {
     ns.push_back(seconds_since(start) * 1e9 / static_cast<double>(iters));
   }
   return ns;
+}
+
+// n values uniform in [-1, 1) from a fixed seed: the same inputs in every run and every program.
+inline std::vector<float> seeded_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& e : v) e = dist(rng);
+  return v;
 }
 
 // Makes `p` look used to the optimiser, so the work that produced it is not dropped.

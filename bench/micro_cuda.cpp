@@ -37,7 +37,7 @@
 
 #include <ringgrad/ringgrad.h>
 
-#include "bench_commit.h"  // RINGGRAD_BENCH_COMMIT, generated at build time
+#include "bench_util.h"  // seeded_values; RINGGRAD_BENCH_COMMIT
 
 #include <algorithm>
 #include <cmath>
@@ -93,13 +93,7 @@ struct DeviceBuffer {
   }
 };
 
-std::vector<float> seeded_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& e : v) e = dist(rng);
-  return v;
-}
+using bench::seeded_values;
 
 // Runs the timed loop: per iteration, kLaunchesPerIteration launches between two events, and the
 // device time per launch as the iteration's time.

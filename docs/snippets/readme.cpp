@@ -25,18 +25,8 @@ int main() {
   using namespace ringgrad;
   Tensor x = randn({8, 784}, TensorOptions(), /*seed=*/2);
   Tensor labels = snippets::labels_for(8, 10);
-  // [mlp]
-  struct Mlp : nn::Cloneable<Mlp> {
-    Mlp(int64_t in, int64_t hidden, int64_t out) : in(in), hidden(hidden), out(out) { reset(); }
-    void reset() override {  // creates and registers the layers; clone() runs it again
-      fc1 = register_module("fc1", std::make_shared<nn::Linear>(in, hidden));
-      fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, out));
-    }
-    Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
-    int64_t in, hidden, out;
-    std::shared_ptr<nn::Linear> fc1, fc2;
-  };
-
+  using snippets::Mlp;  // the README shows its definition from mlp.h#mlp
+  // [train_step]
   auto model = std::make_shared<Mlp>(784, 256, 10);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
   Tensor loss = cross_entropy(model->forward(x), labels);
@@ -44,7 +34,7 @@ int main() {
   loss.backward();
   opt.step();
   nn::save_model("mlp.safetensors", *model);  // opens in PyTorch's safetensors tools too
-  // [/mlp]
+  // [/train_step]
   {
     // [data_parallel]
     parallel::DataParallel<Mlp> dp(model, {Device::cpu(0), Device::cpu(1)});
