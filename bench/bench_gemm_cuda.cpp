@@ -182,8 +182,13 @@ int main(int argc, char** argv) {
       const std::vector<float> b = seeded_values(static_cast<size_t>(b_rows * b_cols), 2);
       const size_t c_size = static_cast<size_t>(s.m * s.n);
       Device da(a.size()), db(b.size()), dc_native(c_size), dc_cublas(c_size);
-      RINGGRAD_CUDA_CHECK(cudaMemcpy(da.p, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
-      RINGGRAD_CUDA_CHECK(cudaMemcpy(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
+      // Every copy goes through `stream` and waits for it: the kernels run on that non-blocking stream,
+      // which a cudaMemcpy on the legacy default stream is not ordered with.
+      RINGGRAD_CUDA_CHECK(
+          cudaMemcpyAsync(da.p, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      RINGGRAD_CUDA_CHECK(
+          cudaMemcpyAsync(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
 
       rg::GemmArgs args;
       args.m = s.m, args.n = s.n, args.k = s.k;
@@ -197,8 +202,11 @@ int main(int argc, char** argv) {
       const double ms_cublas =
           gpu_ms_per_call([&] { rg::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt);
       std::vector<float> got_native(c_size), got_cublas(c_size);
-      RINGGRAD_CUDA_CHECK(cudaMemcpy(got_native.data(), dc_native.p, c_size * sizeof(float), cudaMemcpyDeviceToHost));
-      RINGGRAD_CUDA_CHECK(cudaMemcpy(got_cublas.data(), dc_cublas.p, c_size * sizeof(float), cudaMemcpyDeviceToHost));
+      RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(got_native.data(), dc_native.p, c_size * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream));
+      RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(got_cublas.data(), dc_cublas.p, c_size * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream));
+      RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
       int64_t wrong = count_wrong(got_native, got_cublas, s.k);
 
       const double flop = 2.0 * static_cast<double>(s.m) * s.n * s.k;

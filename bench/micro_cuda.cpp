@@ -79,16 +79,21 @@ struct DeviceBuffer {
   explicit DeviceBuffer(size_t count) : n(count) {
     RINGGRAD_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
   }
+  // Copies go through g_stream, where the kernels run, and wait for it: a cudaMemcpy on the legacy
+  // default stream is not ordered with work on a non-blocking stream.
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
-    RINGGRAD_CUDA_CHECK(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    if (n == 0) return;
+    RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice, g_stream));
+    RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(g_stream));
   }
   ~DeviceBuffer() { cudaFree(p); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   std::vector<T> to_host() const {
     std::vector<T> host(n);
+    if (n == 0) return host;
+    RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, g_stream));
     RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(g_stream));
-    RINGGRAD_CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
     return host;
   }
 };

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/philox.h"
 
@@ -277,8 +278,8 @@ void fill(DType dt, void* dst, int64_t n, double value, cudaStream_t stream) {
   if (n <= 0) return;
   dispatch_storage("fill", dt, [&](auto zero) {
     using T = decltype(zero);
-    fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(dst), n, convert<T>(value));
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("fill_kernel", fill_kernel<T>, blocks_for(n), kThreads, 0, stream, static_cast<T*>(dst), n,
+                  convert<T>(value));
   });
 }
 
@@ -286,8 +287,8 @@ void arange(DType dt, void* dst, int64_t n, double start, double step, cudaStrea
   if (n <= 0) return;
   dispatch_storage("arange", dt, [&](auto zero) {
     using T = decltype(zero);
-    arange_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(dst), n, start, step);
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("arange_kernel", arange_kernel<T>, blocks_for(n), kThreads, 0, stream, static_cast<T*>(dst), n, start,
+                  step);
   });
 }
 
@@ -309,9 +310,8 @@ void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc&
     using Src = decltype(src_zero);
     dispatch_storage("copy", dst_dt, [&](auto dst_zero) {
       using Dst = decltype(dst_zero);
-      copy_kernel<Src, Dst><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const Src*>(src.data),
-                                                                      static_cast<Dst*>(dst.data), n, layout);
-      RINGGRAD_CUDA_CHECK(cudaGetLastError());
+      launch_kernel("copy_kernel", copy_kernel<Src, Dst>, blocks_for(n), kThreads, 0, stream,
+                    static_cast<const Src*>(src.data), static_cast<Dst*>(dst.data), n, layout);
     });
   });
 }
@@ -324,13 +324,12 @@ void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint
     T* out = static_cast<T*>(dst);
     if (kind == RandomKind::Uniform) {
       // The CPU rounds the width b - a once from double; so does this.
-      uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(out, n, seed, offset, static_cast<T>(a),
-                                                                 static_cast<T>(b), static_cast<T>(b - a));
+      launch_kernel("uniform_kernel", uniform_kernel<T>, blocks_for(n), kThreads, 0, stream, out, n, seed, offset,
+                    static_cast<T>(a), static_cast<T>(b), static_cast<T>(b - a));
     } else {
-      normal_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(out, n, seed, offset, static_cast<T>(a),
-                                                                static_cast<T>(b));
+      launch_kernel("normal_kernel", normal_kernel<T>, blocks_for(n), kThreads, 0, stream, out, n, seed, offset,
+                    static_cast<T>(a), static_cast<T>(b));
     }
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
 
@@ -343,11 +342,12 @@ void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
     if (aligned16(x) && aligned16(y)) {
-      unary_kernel<T, kVec><<<blocks_for(n / kVec + 1), kThreads, 0, stream>>>(op, xs, ys, n, static_cast<A>(alpha));
+      launch_kernel("unary_kernel", unary_kernel<T, kVec>, blocks_for(n / kVec + 1), kThreads, 0, stream, op, xs, ys, n,
+                    static_cast<A>(alpha));
     } else {
-      unary_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(op, xs, ys, n, static_cast<A>(alpha));
+      launch_kernel("unary_kernel", unary_kernel<T, 1>, blocks_for(n), kThreads, 0, stream, op, xs, ys, n,
+                    static_cast<A>(alpha));
     }
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
 
@@ -365,12 +365,12 @@ void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, voi
     const T* gs = static_cast<const T*>(dy);
     T* dxs = static_cast<T*>(dx);
     if (aligned16(dy) && aligned16(dx) && (saved == nullptr || aligned16(saved))) {
-      unary_backward_kernel<T, kVec>
-          <<<blocks_for(n / kVec + 1), kThreads, 0, stream>>>(op, ss, gs, dxs, n, static_cast<A>(alpha));
+      launch_kernel("unary_backward_kernel", unary_backward_kernel<T, kVec>, blocks_for(n / kVec + 1), kThreads, 0,
+                    stream, op, ss, gs, dxs, n, static_cast<A>(alpha));
     } else {
-      unary_backward_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(op, ss, gs, dxs, n, static_cast<A>(alpha));
+      launch_kernel("unary_backward_kernel", unary_backward_kernel<T, 1>, blocks_for(n), kThreads, 0, stream, op, ss,
+                    gs, dxs, n, static_cast<A>(alpha));
     }
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
 
@@ -389,18 +389,20 @@ void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, v
     T* po = static_cast<T*>(out);
     if (a.is_contiguous() && b.is_contiguous()) {
       if (aligned16(pa) && aligned16(pb) && aligned16(po)) {
-        binary_dense_kernel<T, kVec><<<blocks_for(n / kVec + 1), kThreads, 0, stream>>>(op, pa, pb, po, n);
+        launch_kernel("binary_dense_kernel", binary_dense_kernel<T, kVec>, blocks_for(n / kVec + 1), kThreads, 0,
+                      stream, op, pa, pb, po, n);
       } else {
-        binary_dense_kernel<T, 1><<<blocks_for(n), kThreads, 0, stream>>>(op, pa, pb, po, n);
+        launch_kernel("binary_dense_kernel", binary_dense_kernel<T, 1>, blocks_for(n), kThreads, 0, stream, op, pa, pb,
+                      po, n);
       }
     } else {
       int64_t out_strides[kMaxDims];
       contiguous_strides(a.ndim, a.shape, out_strides);
       const int64_t* const strides[3] = {a.strides, b.strides, out_strides};
       const Layout<3> layout = collapse<3>(a.ndim, a.shape, strides);
-      binary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(op, pa, pb, po, n, layout);
+      launch_kernel("binary_strided_kernel", binary_strided_kernel<T>, blocks_for(n), kThreads, 0, stream, op, pa, pb,
+                    po, n, layout);
     }
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
 
@@ -413,10 +415,8 @@ void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, 
     using A = acc_t<T>;
     // p == 1 drops everything; 1/(1-p) would be infinite and 0*inf a NaN.
     const A scale = p < 1.0 ? static_cast<A>(1.0 / (1.0 - p)) : A(0);
-    dropout_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                              static_cast<T*>(mask), n, static_cast<A>(p), scale,
-                                                              seed, offset);
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("dropout_kernel", dropout_kernel<T>, blocks_for(n), kThreads, 0, stream, static_cast<const T*>(x),
+                  static_cast<T*>(y), static_cast<T*>(mask), n, static_cast<A>(p), scale, seed, offset);
   });
 }
 

@@ -33,6 +33,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ringgrad {
 namespace cuda {
@@ -269,14 +270,13 @@ void launch_tile(const KernelArgs& g, bool trans_a, bool trans_b, cudaStream_t s
   const dim3 grid(static_cast<unsigned>((g.n + BN - 1) / BN), static_cast<unsigned>((g.m + BM - 1) / BM),
                   static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
   if (!trans_a && !trans_b)
-    gemm_kernel<BM, BN, BK, TM, TN, false, false><<<grid, kThreads, 0, stream>>>(g);
+    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, false, false>, grid, kThreads, 0, stream, g);
   else if (!trans_a && trans_b)
-    gemm_kernel<BM, BN, BK, TM, TN, false, true><<<grid, kThreads, 0, stream>>>(g);
+    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, false, true>, grid, kThreads, 0, stream, g);
   else if (trans_a && !trans_b)
-    gemm_kernel<BM, BN, BK, TM, TN, true, false><<<grid, kThreads, 0, stream>>>(g);
+    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, true, false>, grid, kThreads, 0, stream, g);
   else
-    gemm_kernel<BM, BN, BK, TM, TN, true, true><<<grid, kThreads, 0, stream>>>(g);
-  RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, true, true>, grid, kThreads, 0, stream, g);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/gemm.h"
 
 namespace ringgrad {
@@ -81,10 +82,9 @@ void gemm_cublas_f32(const GemmArgs& args, cudaStream_t stream, cublasHandle_t h
   constexpr int kThreads = 256;
   const int64_t total = args.batch * args.m * args.n;
   const int64_t blocks = (total + kThreads - 1) / kThreads;
-  bias_activation_kernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), kThreads, 0, stream>>>(
-      static_cast<float*>(args.c), args.m, args.n, args.ldc, args.stride_c, args.batch,
-      static_cast<const float*>(args.bias), static_cast<int>(args.activation));
-  RINGGRAD_CUDA_CHECK(cudaGetLastError());
+  launch_kernel("bias_activation_kernel", bias_activation_kernel, static_cast<unsigned>(blocks < 4096 ? blocks : 4096),
+                kThreads, 0, stream, static_cast<float*>(args.c), args.m, args.n, args.ldc, args.stride_c, args.batch,
+                static_cast<const float*>(args.bias), static_cast<int>(args.activation));
 }
 
 }  // namespace cuda

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
@@ -189,9 +190,8 @@ void sgd_step(DType dt, void* param, const void* grad, void* momentum_buffer, in
   if (n <= 0) return;
   dispatch_floating<false>("sgd_step", dt, [&](auto zero) {
     using T = decltype(zero);
-    sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(param), static_cast<const T*>(grad),
-                                                          static_cast<T*>(momentum_buffer), n, sgd_consts<T>(args));
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("sgd_kernel", sgd_kernel<T>, blocks_for(n), kThreads, 0, stream, static_cast<T*>(param),
+                  static_cast<const T*>(grad), static_cast<T*>(momentum_buffer), n, sgd_consts<T>(args));
   });
 }
 
@@ -200,10 +200,9 @@ void adam_step(DType dt, void* param, const void* grad, void* exp_avg, void* exp
   if (n <= 0) return;
   dispatch_floating<false>("adam_step", dt, [&](auto zero) {
     using T = decltype(zero);
-    adam_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(param), static_cast<const T*>(grad),
-                                                           static_cast<T*>(exp_avg), static_cast<T*>(exp_avg_sq), n,
-                                                           adam_consts<T>(args));
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("adam_kernel", adam_kernel<T>, blocks_for(n), kThreads, 0, stream, static_cast<T*>(param),
+                  static_cast<const T*>(grad), static_cast<T*>(exp_avg), static_cast<T*>(exp_avg_sq), n,
+                  adam_consts<T>(args));
   });
 }
 
@@ -221,8 +220,8 @@ void sgd_step_multi(DType dt, const SgdTensor* tensors, int count, const SgdStep
           return slot == 0 ? t.param : slot == 1 ? const_cast<void*>(t.grad) : slot == 2 ? t.momentum_buffer : nullptr;
         },
         [&](const ChunkTable& table, int blocks) {
-          sgd_multi_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(table, consts);
-          RINGGRAD_CUDA_CHECK(cudaGetLastError());
+          launch_kernel("sgd_multi_kernel", sgd_multi_kernel<T>, static_cast<unsigned>(blocks), kThreads, 0, stream,
+                        table, consts);
         });
   });
 }
@@ -241,8 +240,8 @@ void adam_step_multi(DType dt, const AdamTensor* tensors, int count, const AdamS
           return slot == 0 ? t.param : slot == 1 ? const_cast<void*>(t.grad) : slot == 2 ? t.exp_avg : t.exp_avg_sq;
         },
         [&](const ChunkTable& table, int blocks) {
-          adam_multi_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(table, consts);
-          RINGGRAD_CUDA_CHECK(cudaGetLastError());
+          launch_kernel("adam_multi_kernel", adam_multi_kernel<T>, static_cast<unsigned>(blocks), kThreads, 0, stream,
+                        table, consts);
         });
   });
 }

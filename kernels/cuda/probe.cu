@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace ringgrad {
 namespace {
@@ -57,8 +58,8 @@ void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& 
   RINGGRAD_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), bytes, cudaMemcpyHostToDevice));
   RINGGRAD_CUDA_CHECK(cudaMemcpy(dy.get(), y.data(), bytes, cudaMemcpyHostToDevice));
   const int64_t blocks = std::min<int64_t>((n + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks);
-  saxpy_kernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock>>>(n, a, dx.get(), dy.get());
-  RINGGRAD_CUDA_CHECK(cudaGetLastError());
+  cuda::launch_kernel("saxpy_kernel", saxpy_kernel, static_cast<unsigned>(blocks), kThreadsPerBlock, 0, nullptr, n, a,
+                dx.get(), dy.get());
   // A blocking copy on the default stream: it waits for the kernel, and reports its faults.
   RINGGRAD_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), bytes, cudaMemcpyDeviceToHost));
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
@@ -163,14 +164,15 @@ __global__ void scatter_add_dim_kernel(const T* __restrict__ src, const int64_t*
 template <typename T, bool kMax>
 void launch_reduce(const T* x, T* y, int64_t* indices, int64_t outer, int64_t r, int64_t inner, cudaStream_t stream) {
   if (inner == 1) {
-    reduce_rows_kernel<T, kMax><<<blocks_for(outer * kWarp), kThreads, 0, stream>>>(x, y, indices, outer, r);
+    launch_kernel("reduce_rows_kernel", reduce_rows_kernel<T, kMax>, blocks_for(outer * kWarp), kThreads, 0, stream, x,
+                  y, indices, outer, r);
   } else {
     const dim3 block(kWarp, kColumnRows);
     const dim3 grid(static_cast<unsigned>((inner + kWarp - 1) / kWarp),
                     static_cast<unsigned>(std::min<int64_t>(outer, 65535)));
-    reduce_columns_kernel<T, kMax><<<grid, block, 0, stream>>>(x, y, indices, outer, r, inner);
+    launch_kernel("reduce_columns_kernel", reduce_columns_kernel<T, kMax>, grid, block, 0, stream, x, y, indices, outer,
+                  r, inner);
   }
-  RINGGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
@@ -199,9 +201,8 @@ void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst,
   if (n == 0) return;
   dispatch_floating<true>("scatter_add_dim", dt, [&](auto zero) {
     using T = decltype(zero);
-    scatter_add_dim_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), index,
-                                                                       static_cast<T*>(dst), outer, r, inner);
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("scatter_add_dim_kernel", scatter_add_dim_kernel<T>, blocks_for(n), kThreads, 0, stream,
+                  static_cast<const T*>(src), index, static_cast<T*>(dst), outer, r, inner);
   });
 }
 

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
@@ -221,11 +222,12 @@ void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
     if (inner == 1) {
-      softmax_rows_kernel<T><<<blocks_for(outer * kWarp), kThreads, 0, stream>>>(xs, ys, outer, c, log);
+      launch_kernel("softmax_rows_kernel", softmax_rows_kernel<T>, blocks_for(outer * kWarp), kThreads, 0, stream, xs,
+                    ys, outer, c, log);
     } else {
-      softmax_columns_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(xs, ys, outer, c, inner, log);
+      launch_kernel("softmax_columns_kernel", softmax_columns_kernel<T>, blocks_for(outer * inner), kThreads, 0, stream,
+                    xs, ys, outer, c, inner, log);
     }
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
 
@@ -238,12 +240,12 @@ void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t
     const T* gs = static_cast<const T*>(dy);
     T* dxs = static_cast<T*>(dx);
     if (inner == 1) {
-      softmax_backward_rows_kernel<T><<<blocks_for(outer * kWarp), kThreads, 0, stream>>>(ys, gs, dxs, outer, c, log);
+      launch_kernel("softmax_backward_rows_kernel", softmax_backward_rows_kernel<T>, blocks_for(outer * kWarp),
+                    kThreads, 0, stream, ys, gs, dxs, outer, c, log);
     } else {
-      softmax_backward_columns_kernel<T>
-          <<<blocks_for(outer * inner), kThreads, 0, stream>>>(ys, gs, dxs, outer, c, inner, log);
+      launch_kernel("softmax_backward_columns_kernel", softmax_backward_columns_kernel<T>, blocks_for(outer * inner),
+                    kThreads, 0, stream, ys, gs, dxs, outer, c, inner, log);
     }
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
   });
 }
 
@@ -253,10 +255,9 @@ void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, 
   RINGGRAD_CHECK(c > 0, "cross_entropy: expected at least one class, got c = ", c);
   dispatch_floating<false>("cross_entropy", dt, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_forward_kernel<T><<<blocks_for(rows * kWarp), kThreads, 0, stream>>>(
-        static_cast<const T*>(logits), labels, static_cast<T*>(loss), static_cast<T*>(probs), rows, c,
-        label_smoothing);
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("cross_entropy_forward_kernel", cross_entropy_forward_kernel<T>, blocks_for(rows * kWarp), kThreads,
+                  0, stream, static_cast<const T*>(logits), labels, static_cast<T*>(loss), static_cast<T*>(probs), rows,
+                  c, label_smoothing);
   });
 }
 
@@ -266,10 +267,9 @@ void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, 
   if (rows * c == 0) return;
   dispatch_floating<false>("cross_entropy_backward", dt, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_backward_kernel<T><<<blocks_for(rows * c), kThreads, 0, stream>>>(
-        static_cast<const T*>(probs), labels, static_cast<const T*>(dloss), dloss_stride, scale,
-        static_cast<T*>(dlogits), rows, c, label_smoothing);
-    RINGGRAD_CUDA_CHECK(cudaGetLastError());
+    launch_kernel("cross_entropy_backward_kernel", cross_entropy_backward_kernel<T>, blocks_for(rows * c), kThreads, 0,
+                  stream, static_cast<const T*>(probs), labels, static_cast<const T*>(dloss), dloss_stride, scale,
+                  static_cast<T*>(dlogits), rows, c, label_smoothing);
   });
 }
 

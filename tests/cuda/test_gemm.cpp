@@ -7,6 +7,7 @@
 // multiples of the 128/64 tiles. These tests carry the CTest label `cuda` and FAIL without a GPU.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -25,10 +26,14 @@ using ringgrad::test::require_gpu;
 
 namespace {
 
+// Device memory holding a host vector's values. Copies go through `stream`, the stream the kernels
+// run on, and wait for it: a cudaMemcpy on the legacy default stream would not be ordered with work on
+// a cudaStreamNonBlocking stream.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(const std::vector<float>& host) : n_(host.size()) {
-    RINGGRAD_CUDA_CHECK(cudaMalloc(&ptr_, bytes()));
+  DeviceBuffer(const std::vector<float>& host, cudaStream_t stream) : n_(host.size()), stream_(stream) {
+    // At least one element, so that an empty operand (k = 0) still has an address.
+    RINGGRAD_CUDA_CHECK(cudaMalloc(&ptr_, std::max<size_t>(n_, 1) * sizeof(float)));
     upload(host);
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
@@ -36,18 +41,23 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   float* get() const { return static_cast<float*>(ptr_); }
   void upload(const std::vector<float>& host) {
-    RINGGRAD_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    REQUIRE(host.size() == n_);
+    if (n_ == 0) return;  // nothing to copy, and an empty vector's data() may be null
+    RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), n_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   std::vector<float> download() const {
     std::vector<float> host(n_);
-    RINGGRAD_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, bytes(), cudaMemcpyDeviceToHost));
+    if (n_ == 0) return host;
+    RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(host.data(), ptr_, n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return host;
   }
 
  private:
-  size_t bytes() const { return std::max<size_t>(n_, 1) * sizeof(float); }
   void* ptr_ = nullptr;
   size_t n_;
+  cudaStream_t stream_;
 };
 
 struct CublasHandle {
@@ -130,10 +140,10 @@ void check_case(const Case& cs, uint32_t seed) {
     backend_for(DeviceKind::CPU).gemm(host, nullptr);
   }
 
-  DeviceBuffer da(a), db(b), dbias(bias), dc(c0);
+  StreamGuard stream;
+  DeviceBuffer da(a, stream.s), db(b, stream.s), dbias(bias, stream.s), dc(c0, stream.s);
   args.a = da.get() + cs.offset, args.b = db.get() + cs.offset, args.c = dc.get() + cs.offset;
   args.bias = cs.bias ? dbias.get() + cs.offset : nullptr;
-  StreamGuard stream;
   CublasHandle cublas;
 
   for (const char* impl : {"gemm_f32", "gemm_cublas_f32"}) {

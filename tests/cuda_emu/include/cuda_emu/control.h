@@ -1,0 +1,35 @@
+// cuda_emu/control.h: the emulator's own knobs, for tests that drive it directly (the planted-bug
+// tests); everything else reads them from the environment once:
+//
+//   RINGGRAD_EMU_SCHEDULE  forward (default) | reverse | random | random:SEED
+//       the order in which the blocks of a grid, and the runnable threads of a block between two
+//       rendezvous points, are run. A shared-memory race -- a thread reading what another writes in
+//       the same phase -- gives a different answer in different orders.
+//   RINGGRAD_EMU_DEVICES   how many emulated H200s (default 2, at most 16)
+//   RINGGRAD_EMU_STACK_KB  stack per emulated thread (default 256)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace cuda_emu {
+
+enum class Order { Forward, Reverse, Random };
+
+struct Schedule {
+  Order order = Order::Forward;
+  uint64_t seed = 1;  // for Order::Random
+};
+
+// Parses the value of RINGGRAD_EMU_SCHEDULE; throws std::invalid_argument naming it otherwise.
+Schedule parse_schedule(const std::string& text);
+std::string describe(const Schedule& schedule);
+
+// The schedule of every launch from now on (all host threads).
+void set_schedule(const Schedule& schedule);
+Schedule schedule();
+
+// Kernel launches so far, all host threads together.
+uint64_t launch_count();
+
+}  // namespace cuda_emu

@@ -1,0 +1,67 @@
+// cuda_emu/launch.h: a kernel launch, kernel<<<grid, block, shared, stream>>>(args...), as a call.
+//
+// The arguments are converted to the kernel's parameter types once, at the launch (as CUDA copies
+// them into the parameter buffer); every thread then gets its own copy, since a kernel may modify
+// its by-value parameters. Pointer parameters are checked before anything runs: each must be null
+// or point into device memory the current device can reach, or into pinned host memory -- a
+// pageable host pointer handed to a kernel is an illegal address on a GPU, and the emulator stops
+// there instead of letting the kernel read host memory that a GPU never could.
+#pragma once
+
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cuda_emu/device.h"
+#include "cuda_emu/runtime_api.h"
+
+namespace cuda_emu {
+
+struct Launch {
+  const char* kernel;  // the name given to the launch helper
+  dim3 grid, block;
+  size_t shared_bytes;
+  cudaStream_t stream;
+};
+
+// Checks the configuration and the stream (an invalid one becomes the "last error", as with
+// <<<>>>), then runs every block; `run_thread(closure)` is one thread's whole kernel.
+void run_grid(const Launch& launch, void (*run_thread)(void*), void* closure);
+
+// Stops the program unless `ptr` is null or usable by a kernel on the current device.
+void check_kernel_pointer(const Launch& launch, int parameter, const void* ptr);
+
+template <typename T>
+void check_parameter(const Launch& launch, int index, const T& value) {
+  if constexpr (std::is_pointer_v<T>) check_kernel_pointer(launch, index, static_cast<const void*>(value));
+}
+
+template <typename... Params>
+struct KernelCall {
+  void (*kernel)(Params...);
+  std::tuple<std::decay_t<Params>...> params;
+
+  static void run_thread(void* self) {
+    auto* call = static_cast<KernelCall*>(self);
+    std::tuple<std::decay_t<Params>...> mine = call->params;  // this thread's parameters
+    std::apply(call->kernel, mine);
+  }
+};
+
+template <typename... Params, typename... Args>
+void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+            cudaStream_t stream, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "a launch passes every parameter of the kernel");
+  const Launch l{name, grid, block, shared_bytes, stream};
+  KernelCall<Params...> call{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
+  std::apply(
+      [&](const auto&... p) {
+        int index = 0;
+        (check_parameter(l, index++, p), ...);
+      },
+      call.params);
+  run_grid(l, &KernelCall<Params...>::run_thread, &call);
+}
+
+}  // namespace cuda_emu

@@ -1,0 +1,110 @@
+// tests/cuda_emu/planted_bugs.cpp: the emulator catches each planted bug of planted_kernels.cpp, and
+// passes each correct twin. Every case runs as its own process (cuda_emu_planted), since a caught
+// bug ends the process, as a fault would end a GPU context.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+struct Outcome {
+  int exit_code = -1;  // -1: killed by a signal (abort)
+  std::string output;  // stdout and stderr
+};
+
+Outcome run_planted(const std::string& name, const std::string& schedule) {
+  const std::string command =
+      "RINGGRAD_EMU_SCHEDULE=" + schedule + " '" RINGGRAD_CUDA_EMU_PLANTED_PATH "' " + name + " 2>&1";
+  Outcome out;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t got = 0;
+  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) out.output.append(buf, got);
+  const int status = pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+bool sanitized_with(const char* name) {
+  const char* list = RINGGRAD_CUDA_EMU_SANITIZE;
+  return std::string(list).find(name) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cuda emulator: a missing __syncthreads gives a wrong sum in some schedule order", "[cuda-emu]") {
+  int wrong = 0;
+  for (const char* order : {"forward", "reverse", "random:7"}) {
+    const Outcome fixed = run_planted("missing-sync-fixed", order);
+    INFO(order << ", fixed: " << fixed.output);
+    CHECK(fixed.exit_code == 0);
+    const Outcome bug = run_planted("missing-sync", order);
+    INFO(order << ", planted: " << bug.output);
+    CHECK((bug.exit_code == 0 || bug.exit_code == 1));
+    wrong += bug.exit_code == 1;
+  }
+  CHECK(wrong >= 1);
+}
+
+TEST_CASE("cuda emulator: a full-mask shuffle that half the warp skips stops with the missing lane", "[cuda-emu]") {
+  const Outcome fixed = run_planted("partial-warp-shuffle-fixed", "forward");
+  INFO(fixed.output);
+  CHECK(fixed.exit_code == 0);
+  for (const char* order : {"forward", "reverse"}) {
+    const Outcome bug = run_planted("partial-warp-shuffle", order);
+    INFO(order << ": " << bug.output);
+    CHECK(bug.exit_code != 0);
+    CHECK(bug.output.find("kernel 'warp_sum' block (0,0,0)") != std::string::npos);
+    CHECK(bug.output.find("__shfl_xor_sync with mask 0xffffffff is never reached by every lane of the mask") !=
+          std::string::npos);
+    CHECK(bug.output.find("has returned") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda emulator: a __syncthreads that half the block skips stops with the missing thread", "[cuda-emu]") {
+  const Outcome fixed = run_planted("divergent-barrier-fixed", "forward");
+  INFO(fixed.output);
+  CHECK(fixed.exit_code == 0);
+  const Outcome bug = run_planted("divergent-barrier", "forward");
+  INFO(bug.output);
+  CHECK(bug.exit_code != 0);
+  CHECK(bug.output.find("kernel 'scaled_copy' block (0,0,0) thread (0,0,0): __syncthreads is never reached by every "
+                        "thread of the block: thread (128,0,0) has returned") != std::string::npos);
+}
+
+TEST_CASE("cuda emulator: a vector load one past the end is a heap-buffer-overflow under ASan", "[cuda-emu]") {
+  const Outcome fixed = run_planted("vector-off-by-one-fixed", "forward");
+  INFO(fixed.output);
+  CHECK(fixed.exit_code == 0);
+  if (!sanitized_with("address")) {
+    WARN("not an AddressSanitizer build (RINGGRAD_SANITIZE=address): the planted overflow reads unchecked memory; "
+         "CI runs this test under ASan");
+    return;
+  }
+  const Outcome bug = run_planted("vector-off-by-one", "forward");
+  INFO(bug.output);
+  CHECK(bug.exit_code != 0);
+  CHECK(bug.output.find("heap-buffer-overflow") != std::string::npos);
+  CHECK(bug.output.find("copy_vectors") != std::string::npos);
+}
+
+TEST_CASE("cuda emulator: a misaligned float4 load is reported under UBSan", "[cuda-emu]") {
+  const Outcome fixed = run_planted("vector-misaligned-fixed", "forward");
+  INFO(fixed.output);
+  CHECK(fixed.exit_code == 0);
+  if (!sanitized_with("undefined")) {
+    WARN("not an UndefinedBehaviorSanitizer build (RINGGRAD_SANITIZE=undefined): x86 loads misaligned float4s "
+         "silently; CI runs this test under UBSan");
+    return;
+  }
+  const Outcome bug = run_planted("vector-misaligned", "forward");
+  INFO(bug.output);
+  CHECK(bug.exit_code != 0);
+  CHECK(bug.output.find("misaligned address") != std::string::npos);
+  CHECK(bug.output.find("float4") != std::string::npos);
+}
