@@ -45,12 +45,18 @@ struct Options {
   int warmup = 3;
   double cpu_max_gflop = 2.5;
   std::string json;
+  int64_t shape[3] = {0, 0, 0};  // --shape: one NN product instead of the list
+  std::string impl = "both";     // --impl: native, cublas or both (one alone: for a profiler)
 };
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "usage: bench_gemm_cuda [--quick] [--reps N] [--iters N] [--cpu-max-gflop X] [--json FILE]\n"
+               "usage: bench_gemm_cuda [--quick] [--shape M,N,K] [--impl native|cublas|both] [--reps N] [--iters N]\n"
+               "                       [--cpu-max-gflop X] [--json FILE]\n"
                "  --quick            square shapes up to 2048 only, fewer repetitions\n"
+               "  --shape M,N,K      one NN product of that shape instead of the list\n"
+               "  --impl WHICH       time ringgrad's kernel (native), cuBLAS's, or both (default both); one\n"
+               "                     alone launches nothing else, for ncu --launch-count 1\n"
                "  --reps N           timed loops per measurement (median reported; default 5)\n"
                "  --iters N          launches per timed loop (default 10)\n"
                "  --cpu-max-gflop X  time the CPU only for products of at most X GFLOP (default 2.5)\n"
@@ -123,6 +129,20 @@ int main(int argc, char** argv) {
       opt.cpu_max_gflop = std::atof(argv[++i]);
     } else if (arg == "--json" && has_value) {
       opt.json = argv[++i];
+    } else if (arg == "--shape" && has_value) {
+      long long m = 0, n = 0, k = 0;
+      char tail = 0;
+      if (std::sscanf(argv[++i], "%lld,%lld,%lld%c", &m, &n, &k, &tail) != 3 || m <= 0 || n <= 0 || k <= 0) {
+        std::fprintf(stderr, "bench_gemm_cuda: --shape expected M,N,K (positive), got '%s'\n", argv[i]);
+        return 2;
+      }
+      opt.shape[0] = m, opt.shape[1] = n, opt.shape[2] = k;
+    } else if (arg == "--impl" && has_value) {
+      opt.impl = argv[++i];
+      if (opt.impl != "native" && opt.impl != "cublas" && opt.impl != "both") {
+        std::fprintf(stderr, "bench_gemm_cuda: --impl expected native, cublas or both, got '%s'\n", opt.impl.c_str());
+        return 2;
+      }
     } else if (arg == "--help" || arg == "-h") {
       usage(stdout);
       return 0;
@@ -156,6 +176,8 @@ int main(int argc, char** argv) {
         {"mlp-dw", 4096, 784, 4096, true, false},
     };
     if (opt.quick) shapes.resize(2);
+    if (opt.shape[0] > 0) shapes = {{"shape", opt.shape[0], opt.shape[1], opt.shape[2], false, false}};
+    const bool run_native = opt.impl != "cublas", run_cublas = opt.impl != "native";
 
     cudaStream_t stream;
     RINGGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -198,20 +220,22 @@ int main(int argc, char** argv) {
       rg::GemmArgs args_native = args, args_cublas = args;
       args_native.c = dc_native.p, args_cublas.c = dc_cublas.p;
 
-      const double ms_native = gpu_ms_per_call([&] { rg::cuda::gemm_f32(args_native, stream); }, stream, opt);
+      const double ms_native =
+          run_native ? gpu_ms_per_call([&] { rg::cuda::gemm_f32(args_native, stream); }, stream, opt) : NAN;
       const double ms_cublas =
-          gpu_ms_per_call([&] { rg::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt);
+          run_cublas ? gpu_ms_per_call([&] { rg::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt)
+                     : NAN;
       std::vector<float> got_native(c_size), got_cublas(c_size);
       RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(got_native.data(), dc_native.p, c_size * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream));
       RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(got_cublas.data(), dc_cublas.p, c_size * sizeof(float),
                                           cudaMemcpyDeviceToHost, stream));
       RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
-      int64_t wrong = count_wrong(got_native, got_cublas, s.k);
+      int64_t wrong = run_native && run_cublas ? count_wrong(got_native, got_cublas, s.k) : 0;
 
       const double flop = 2.0 * static_cast<double>(s.m) * s.n * s.k;
       double cpu_gflops = NAN;
-      if (flop <= opt.cpu_max_gflop * 1e9) {
+      if (run_cublas && flop <= opt.cpu_max_gflop * 1e9) {
         std::vector<float> host_c(c_size);
         rg::GemmArgs host = args;
         host.a = a.data(), host.b = b.data(), host.c = host_c.data();

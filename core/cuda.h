@@ -8,6 +8,8 @@
 // lives in kernels/cuda/ (runtime.cpp, memory.cpp); docs/cuda.md tells the whole story.
 #pragma once
 
+#include <memory>
+
 #include "core/caching_allocator.h"
 #include "core/storage.h"
 
@@ -33,5 +35,29 @@ void cuda_empty_cache();
 // ignored. The caller must not free a buffer while a copy on a stream may still read or write it.
 Allocator& cuda_pinned_allocator();
 MemoryStats cuda_pinned_memory_stats();
+
+// Staging copies between CUDA memory and pinned host memory that overlap compute -- what a
+// communication thread needs to move a gradient while backward goes on (the ring backend's staging).
+// They run on a side stream of the device, never on ringgrad's compute stream, and are ordered with
+// the compute stream by events alone, so waiting for one never waits for kernels queued after it:
+//
+//   auto ready = cuda_mark_ready(device);    // caller's thread, right after the producer was queued
+//   ... on another thread, later ...
+//   cuda_copy_to_pinned(*ready, src, pinned, nbytes);    // waits only for what `ready` marked
+//   cuda_copy_from_pinned(*ready, pinned, dst, nbytes);  // later compute-stream work sees dst
+//
+// The memory must stay allocated until the call returns (both wait for their copy), and compute-
+// stream work queued after the ready point must not use the device memory, as with any collective
+// between its call and its wait().
+struct CudaReadyPoint;
+// A point in the work queued so far on cuda:device's compute stream.
+std::shared_ptr<CudaReadyPoint> cuda_mark_ready(int device);
+// Copies nbytes of device memory (on the ready point's device) to pinned host memory, after the
+// work `ready` marked and nothing later; returns when the bytes are on the host.
+void cuda_copy_to_pinned(const CudaReadyPoint& ready, const void* src, void* pinned_dst, int64_t nbytes);
+// Copies nbytes of pinned host memory into device memory of the ready point's device, after the work
+// `after` marked; work queued on the compute stream from now on sees it. Returns when the pinned
+// buffer may be reused.
+void cuda_copy_from_pinned(const CudaReadyPoint& after, const void* pinned_src, void* dst, int64_t nbytes);
 
 }  // namespace ringgrad

@@ -44,6 +44,10 @@ void cuda_reset_peak_memory_stats(int) { no_cuda("cuda_reset_peak_memory_stats")
 void cuda_empty_cache() {}  // nothing can be cached
 Allocator& cuda_pinned_allocator() { no_cuda("cuda_pinned_allocator"); }
 MemoryStats cuda_pinned_memory_stats() { no_cuda("cuda_pinned_memory_stats"); }
+struct CudaReadyPoint {};
+std::shared_ptr<CudaReadyPoint> cuda_mark_ready(int) { no_cuda("cuda_mark_ready"); }
+void cuda_copy_to_pinned(const CudaReadyPoint&, const void*, void*, int64_t) { no_cuda("cuda_copy_to_pinned"); }
+void cuda_copy_from_pinned(const CudaReadyPoint&, const void*, void*, int64_t) { no_cuda("cuda_copy_from_pinned"); }
 #endif
 
 }  // namespace ringgrad

@@ -1,103 +1,180 @@
 #!/usr/bin/env bash
-# tools/gpu_check.sh: everything that needs a GPU, in one run, for a machine lent with one (an NVIDIA
-# H200, sm_90, with nvcc 13, CMake and Ninja, but without Eigen, Catch2 or nlohmann-json).
+# tools/gpu_check.sh: everything that needs a GPU, in one run of at most ~9 minutes, most informative
+# first -- for a machine lent with a GPU for minutes (an NVIDIA H200 with nvcc 13, CMake and Ninja,
+# without Eigen, Catch2 or nlohmann-json; tools/gpu_deps.sh packs those into .device-deps/).
 #
-#   bash tools/gpu_deps.sh     # on a Debian machine that has those packages: fills .device-deps/
-#   bash tools/gpu_check.sh    # on the GPU machine, with .device-deps/ carried along
+#   bash tools/gpu_deps.sh     # here: fills .device-deps/ (carry it along)
+#   bash tools/gpu_check.sh    # there: OUT=<folder> (default ./gpu-out)
 #
-# Stages, each logged to $OUT (default ./gpu-out), each run even when an earlier one failed (so one
-# run collects as much as it can); the exit status is non-zero if any failed:
-#   nvidia-smi.txt        the GPU, driver and CUDA versions
-#   configure.log         CMake with -DRINGGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, dependencies
-#                         found in .device-deps/ through CMAKE_PREFIX_PATH
-#   build.log             the CUDA tests (docs/snippets/cuda.cpp too) and the GPU benchmarks only (the CPU tests run in CI)
-#   ctest.log, ctest.xml  ctest -L cuda: every CUDA test (JUnit XML too)
-#   ctest-cublas.log      the backend's GEMM tests again with RINGGRAD_GEMM=cublas
-#   bench_gemm_cuda.txt   the GEMM benchmark (ringgrad vs cuBLAS vs CPU); .json the same rows
-#   bench_allreduce_nccl.txt  NCCL's all-reduce, with 2 or more GPUs
-#   dp_vs_ddp_cuda.txt    bench/dp_vs_ddp --device cuda; .json, and dp_vs_ddp_traces/ (Chrome traces)
-#   micro_cuda.txt/.json  the Google Benchmark GPU microbenchmarks, where libbenchmark was found
-#   summary.txt           one line per stage: name, exit status, seconds
+# One time budget (GPU_CHECK_BUDGET_S, default 480 s) for the whole run. Each stage may use what is
+# left, up to its own cap, and is skipped -- saying so -- when less than its minimum is left. Every
+# stage runs even when an earlier one failed, except those that need the build. Exactly three files
+# are written to $OUT, so that all of them come back from a lent machine:
+#   summary.txt    one line per stage (status, seconds, what it found), then the failing tests
+#   logs.tar.gz    every stage's log; re-packed after each stage, so a killed run still returns them
+#   ctest.xml      JUnit XML of the main `ctest -L cuda` run
+# The summary is printed last, so it ends the output of the run.
 #
-# Environment: OUT (output folder), GPU_CHECK_BUILD_DIR (default build-gpu), GPU_CHECK_JOBS (parallel
-# ctest processes, default 4), GPU_CHECK_FULL_BENCH=1 (all benchmark shapes, not --quick),
-# GPU_CHECK_CONFIGURE_ONLY=1 (stop after configuring), GPU_CHECK_CMAKE_ARGS, GPU_CHECK_CARRIED_ZLIB=1.
+# Stages: probe (driver, GPUs, nvcc, cmake, where cuBLAS, NCCL and the profilers are) -> configure
+# (an explicit NCCL path when only libnccl.so.2 is installed) -> build (only what this run needs) ->
+# no-exit (no CUDA object calls exit) -> smoke (the probe test: is the GPU usable at all) -> ctest
+# (label cuda, per-test timeout, then --rerun-failed) -> cublas (GEMM, matmul and training tests with
+# RINGGRAD_GEMM=cublas) -> memcheck, racecheck, synccheck (compute-sanitizer on the kernel tests) ->
+# bench-gemm (all shapes, 4096^3 included) -> ncu (one native and one cuBLAS GEMM launch) ->
+# dp-vs-ddp (--device cuda, with PyTorch's rows from the machine's python3).
+#
+# Environment: OUT, GPU_CHECK_BUDGET_S, GPU_CHECK_BUILD_DIR (default build-gpu), GPU_CHECK_JOBS
+# (parallel ctest processes, default 4), GPU_CHECK_CMAKE_ARGS (extra configure arguments),
+# GPU_CHECK_PYTHON (python with torch for PyTorch's rows, default python3).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+budget="${GPU_CHECK_BUDGET_S:-480}"
 out="${OUT:-./gpu-out}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
 build="${GPU_CHECK_BUILD_DIR:-build-gpu}"
 jobs="${GPU_CHECK_JOBS:-4}"
+python="${GPU_CHECK_PYTHON:-python3}"
 deps="$PWD/.device-deps"
-: > "$out/summary.txt"
+summary="$out/summary.txt"
+start_time=$SECONDS
 failed=0
+: > "$summary"
+rm -f "$out/logs.tar.gz" "$out/ctest.xml"
 
-# stage NAME LOG TIMEOUT_S COMMAND...: runs the command with output to $out/LOG, records the outcome.
+say() { printf '%s\n' "$*" | tee -a "$summary"; }
+left() { echo $(( budget - (SECONDS - start_time) )); }
+pack() { tar -czf "$out/logs.tar.gz.tmp" -C "$logs" . && mv "$out/logs.tar.gz.tmp" "$out/logs.tar.gz"; }
+
+# stage NAME MIN_S MAX_S COMMAND...: runs COMMAND with its output in NAME.log, within what is left of
+# the budget (at most MAX_S), or skips it when less than MIN_S is left. Returns the command's status.
 stage() {
-  local name="$1" log="$2" limit="$3"
+  local name="$1" min="$2" max="$3" remaining limit rc begin
   shift 3
-  local start=$SECONDS rc
-  printf '\n==== %s\n' "$name"
-  timeout "$limit" "$@" > "$out/$log" 2>&1
+  remaining=$(left)
+  if (( remaining < min )); then
+    say "$(printf '%-12s SKIPPED  %4s   %ss left of the budget, the stage needs %ss' "$name" "" "$remaining" "$min")"
+    return 125
+  fi
+  limit=$(( remaining < max ? remaining : max ))
+  printf '\n==== %s (up to %ss)\n' "$name" "$limit"
+  begin=$SECONDS
+  timeout -k 5 "$limit" "$@" > "$logs/$name.log" 2>&1
   rc=$?
-  printf '%-16s rc=%-3d %4ds  %s\n' "$name" "$rc" $((SECONDS - start)) "$log" | tee -a "$out/summary.txt"
-  tail -n 5 "$out/$log"
-  [[ $rc -eq 0 ]] || failed=1
+  local what="rc=$rc"
+  (( rc == 124 || rc == 137 )) && what="TIMEOUT after ${limit}s"
+  say "$(printf '%-12s %-8s %4ds   %s' "$name" "$([[ $rc -eq 0 ]] && echo ok || echo FAILED)" $((SECONDS - begin)) "$what")"
+  tail -n 4 "$logs/$name.log"
+  (( rc == 0 )) || failed=1
+  pack
   return $rc
 }
 
-[[ -d "$deps/include/eigen3" ]] || { echo "gpu_check: $deps is missing; run tools/gpu_deps.sh first" >&2; exit 2; }
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-else
-  echo "nvidia-smi not found" > "$out/nvidia-smi.txt"
+# ---- probe: what this machine has -----------------------------------------------------------------
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+probe() {
+  echo "## date"; date -u
+  echo "## nvidia-smi"; nvidia-smi 2>&1 || echo "nvidia-smi: not usable"
+  echo "## nvcc"; nvcc --version 2>&1 || echo "nvcc: not found"
+  echo "## cmake / ninja"; cmake --version | head -1; ninja --version
+  echo "## tools"; for t in compute-sanitizer ncu cuobjdump "$python"; do printf '%s: %s\n' "$t" "$(command -v "$t" || echo missing)"; done
+  echo "## cuBLAS"; ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null || ldconfig -p | grep -m2 libcublas
+  echo "## NCCL"; printf 'header: %s\nlibrary: %s\n' "${nccl_header:-none}" "${nccl_library:-none}"
+  echo "## torch"; "$python" -c 'import torch; print(torch.__version__, torch.cuda.is_available())' 2>&1 | tail -1
+}
+# NCCL: the toolkit's, or the nvidia-nccl wheel's libnccl.so.2 with the header carried in .device-deps.
+nccl_header=""; nccl_library=""
+for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h "$deps/include/nccl.h"; do
+  [[ -f "$h" ]] && { nccl_header="$h"; break; }
+done
+nccl_library="$(ls /usr/local/cuda/lib64/libnccl.so /usr/lib/x86_64-linux-gnu/libnccl.so 2>/dev/null | head -1)"
+if [[ -z "$nccl_library" ]]; then
+  wheel_dir="$("$python" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)"
+  nccl_library="$(ls "${wheel_dir:-/nonexistent}"/lib/libnccl.so* /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null | head -1)"
 fi
+stage probe 5 30 probe
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+gpus=${gpus:-0}
+say "$(printf '%-12s %s GPU(s); NCCL header %s, library %s' "gpus" "$gpus" "${nccl_header:-none}" "${nccl_library:-none}")"
 
+# ---- configure and build ------------------------------------------------------------------------------
+[[ -d "$deps/include/eigen3" ]] || say "note: $deps is missing (tools/gpu_deps.sh makes it); configuring against the system"
 cmake_args=(-S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGGRAD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
-            -DRINGGRAD_BUILD_EXAMPLES=OFF "-DCMAKE_PREFIX_PATH=$deps"
-            "-DEigen3_DIR=$deps/share/eigen3/cmake" "-DCatch2_DIR=$deps/lib/cmake/Catch2"
-            "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json")
-if [[ ! -f /usr/include/zlib.h || "${GPU_CHECK_CARRIED_ZLIB:-0}" == 1 ]]; then  # the IDX reader needs zlib
-  cmake_args+=("-DZLIB_INCLUDE_DIR=$deps/include" "-DZLIB_LIBRARY=$deps/lib/libz.a")
+            -DRINGGRAD_BUILD_EXAMPLES=OFF -DRINGGRAD_CUDA_EMU=OFF)
+if [[ -d "$deps/include/eigen3" ]]; then
+  cmake_args+=("-DCMAKE_PREFIX_PATH=$deps" "-DEigen3_DIR=$deps/share/eigen3/cmake" "-DCatch2_DIR=$deps/lib/cmake/Catch2"
+               "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json")
+  [[ -f /usr/include/zlib.h ]] || cmake_args+=("-DZLIB_INCLUDE_DIR=$deps/include" "-DZLIB_LIBRARY=$deps/lib/libz.a")
 fi
-# Extra CMake arguments, e.g. GPU_CHECK_CMAKE_ARGS="-DCMAKE_IGNORE_PREFIX_PATH=/usr" to prove that
-# nothing but .device-deps/ supplies the dependencies (how this script was checked without a GPU).
+if [[ -n "$nccl_header" && -n "$nccl_library" ]]; then
+  cmake_args+=("-DNCCL_INCLUDE_DIR=$(dirname "$nccl_header")" "-DNCCL_LIBRARY=$nccl_library")
+fi
 read -r -a extra_args <<< "${GPU_CHECK_CMAKE_ARGS:-}"
 cmake_args+=("${extra_args[@]}")
-if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+built=0
+if stage configure 20 120 cmake "${cmake_args[@]}"; then
+  targets=(ringgrad_cuda_tests bench_gemm_cuda dp_vs_ddp)
+  stage build 60 300 cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" && built=1
+fi
+tests="$build/tests/ringgrad_cuda_tests"
 
-if ! stage configure configure.log 300 cmake "${cmake_args[@]}"; then
-  :
-elif [[ "${GPU_CHECK_CONFIGURE_ONLY:-0}" == 1 ]]; then
-  grep -E '^(Eigen3|Catch2|nlohmann_json)_DIR|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE|LIBRARY)' "$build/CMakeCache.txt" |
-    tee "$out/found.txt"
-elif
-   stage build build.log 600 cmake --build "$build" --target ringgrad_cuda_tests snippet_cuda bench_gemm_cuda bench_allreduce dp_vs_ddp -j "$(nproc)"; then
-  stage ctest ctest.log 900 ctest --test-dir "$build" -L cuda --output-on-failure -j "$jobs" --timeout 300 \
+if (( built )); then
+  # ---- correctness, most informative first ------------------------------------------------------
+  stage no-exit 5 30 ctest --test-dir "$build" -R '^cuda_objects_never_call_exit$' --output-on-failure
+  stage smoke 10 60 "$tests" "cuda probe: a GPU is present" "cuda probe: saxpy agrees with the CPU on odd sizes"
+  label_args=(-L '^cuda$')
+  (( gpus >= 2 )) || { label_args+=(-LE multi-gpu); say "note: one GPU: the tests labelled multi-gpu are left out"; }
+  stage ctest 60 240 ctest --test-dir "$build" "${label_args[@]}" --output-on-failure -j "$jobs" --timeout 120 \
     --output-junit "$out/ctest.xml"
-  stage ctest-cublas ctest-cublas.log 300 env RINGGRAD_GEMM=cublas \
-    ctest --test-dir "$build" -L cuda -R "cuda backend: gemm" --output-on-failure -j "$jobs" --timeout 300
-  bench_args=(--json "$out/bench_gemm_cuda.json")
-  [[ "${GPU_CHECK_FULL_BENCH:-0}" == 1 ]] || bench_args+=(--quick)
-  stage bench bench_gemm_cuda.txt 600 "$build/bench/bench_gemm_cuda" "${bench_args[@]}"
-  # NCCL's all-reduce needs one GPU per rank: only on a machine with two or more.
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  if [[ "${gpus:-0}" -ge 2 ]]; then
-    stage bench-nccl bench_allreduce_nccl.txt 300 "$build/bench/bench_allreduce" --backend nccl --nproc "$gpus" \
-      --no-references --json "$out/bench_allreduce_nccl.json"
+  ctest_rc=$?
+  if (( ctest_rc != 0 && ctest_rc != 125 )); then
+    stage ctest-rerun 30 90 ctest --test-dir "$build" "${label_args[@]}" --rerun-failed --output-on-failure --timeout 120
   fi
-  # The main benchmark on GPUs: DP over the GPUs, DDP with one process per GPU (NCCL), or with one
-  # GPU, two processes sharing it over the ring -- every mode checked against single.
+  stage cublas 20 90 env RINGGRAD_GEMM=cublas ctest --test-dir "$build" "${label_args[@]}" \
+    -R 'gemm|matmul|training|DataParallel' --output-on-failure -j "$jobs" --timeout 120
+  if command -v compute-sanitizer >/dev/null; then
+    # The kernel tests allocate with cudaMalloc directly, so memcheck's bounds are the exact sizes.
+    stage memcheck 30 120 compute-sanitizer --tool memcheck --error-exitcode 1 "$tests" "[kernels]"
+    stage racecheck 20 90 compute-sanitizer --tool racecheck --error-exitcode 1 "$tests" \
+      "gemm: padded and misaligned operands agree with the CPU" "cuda kernels: sum and max over a dimension agree with the CPU"
+    stage synccheck 15 60 compute-sanitizer --tool synccheck --error-exitcode 1 "$tests" \
+      "gemm: batched products with a stride 0 operand agree with the CPU"
+  else
+    say "note: compute-sanitizer not found: memcheck, racecheck and synccheck not run"
+  fi
+
+  # ---- speed ----------------------------------------------------------------------------------------
+  stage bench-gemm 30 150 "$build/bench/bench_gemm_cuda" --json "$logs/bench_gemm_cuda.json"
+  if command -v ncu >/dev/null; then
+    ncu_args=(--clock-control none --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy)
+    stage ncu 30 90 bash -c "ncu ${ncu_args[*]} '$build/bench/bench_gemm_cuda' --shape 4096,4096,4096 --impl native &&
+      ncu ${ncu_args[*]} '$build/bench/bench_gemm_cuda' --shape 4096,4096,4096 --impl cublas"
+  fi
   ddp_n=$(( gpus >= 2 ? gpus : 2 ))
-  stage dp-vs-ddp dp_vs_ddp_cuda.txt 300 "$build/bench/dp_vs_ddp" --device cuda --devices "$ddp_n" \
-    --batch "$(( 1024 / ddp_n * ddp_n ))" --no-torch --model --json "$out/dp_vs_ddp_cuda.json" --trace "$out/dp_vs_ddp_traces"
+  stage dp-vs-ddp 40 150 "$build/bench/dp_vs_ddp" --device cuda --devices "$ddp_n" --batch "$(( 1024 / ddp_n * ddp_n ))" \
+    --python "$python" --model --json "$logs/dp_vs_ddp_cuda.json" --trace "$logs/dp_vs_ddp_traces"
 fi
 
-# Google Benchmark microbenchmarks (bench/micro_cuda.cpp): after a good build, where CMake found libbenchmark-dev.
-if grep -qE '^build +rc=0 ' "$out/summary.txt" && cmake --build "$build" --target bench_micro_cuda > "$out/build_micro_cuda.log" 2>&1; then stage micro-cuda micro_cuda.txt 300 "$build/bench/bench_micro_cuda" --benchmark_format=json "--benchmark_out=$out/micro_cuda.json"; fi
-
+# ---- the summary, last ----------------------------------------------------------------------------
+{
+  echo
+  echo "failing tests:"
+  found=0
+  for log in "$logs"/ctest*.log "$logs"/cublas.log; do
+    [[ -f "$log" ]] || continue
+    if grep -q 'The following tests FAILED' "$log"; then
+      sed -n '/The following tests FAILED/,$p' "$log" | grep -E '^[[:space:]]+[0-9]+ - ' | sed "s|^|  $(basename "$log" .log): |"
+      found=1
+    fi
+  done
+  (( found )) || echo "  none"
+  echo "total: $(( SECONDS - start_time ))s of a ${budget}s budget; logs in $out/logs.tar.gz"
+} >> "$summary"
+pack
 echo
-cat "$out/summary.txt"
+echo "==== summary ($out/summary.txt)"
+cat "$summary"
 exit $failed

@@ -14,6 +14,8 @@
 #   .device-deps/lib/libCatch2WithMain.a       named by Catch2's targets file (ringgrad does not link it)
 #   .device-deps/share/cmake/nlohmann_json/    nlohmann_jsonConfig.cmake ...
 #   .device-deps/lib/libz.a                    used only where the GPU machine lacks zlib.h
+#   .device-deps/include/nccl.h                the CUDA toolkit's, where it has one: a GPU machine whose
+#                                              NCCL is only a libnccl.so.2 (a Python wheel's) lacks it
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -32,6 +34,7 @@ cp -a /usr/share/eigen3/cmake "$out/share/eigen3/"
 cp -a /usr/lib/cmake/Catch2 "$out/lib/cmake/"
 cp -a /usr/lib/libCatch2WithMain.a /usr/lib/x86_64-linux-gnu/libz.a "$out/lib/"
 cp -a /usr/share/cmake/nlohmann_json "$out/share/cmake/"
+if [[ -f /usr/local/cuda/include/nccl.h ]]; then cp -a /usr/local/cuda/include/nccl.h "$out/include/"; fi
 
 echo "gpu_deps: wrote $out ($(du -sh "$out" | cut -f1)):"
 for v in "Eigen $(grep -m1 'PACKAGE_VERSION "' "$out/share/eigen3/cmake/Eigen3ConfigVersion.cmake" | cut -d'"' -f2)" \

@@ -54,6 +54,7 @@ const char* kUsage = R"(usage: dp_vs_ddp [options]
   --model                  the alpha-beta scaling model: calibrate, validate, extrapolate to 1024
   --micro                  also run bench_micro (Google Benchmark) into the JSON
   --no-torch               skip PyTorch's rows (bench/compare/torch_dp_vs_ddp.py)
+  --python PATH            the Python with torch for those rows (default /usr/bin/python3)
 )";
 
 std::vector<std::string> split(const std::string& list) {
@@ -93,6 +94,7 @@ Options parse(int argc, char** argv) {
     RINGGRAD_CHECK(i + 1 < argc, "dp_vs_ddp: ", flag, " needs a value (see --help)");
     const std::string value = argv[++i];
     if (flag == "--device") o.device = value;
+    else if (flag == "--python") o.python = value;
     else if (flag == "--devices") o.devices = number<int>(flag, value);
     else if (flag == "--layers") {
       o.layers.clear();
@@ -196,7 +198,7 @@ void run_ddp(Run& run, char** argv, const std::vector<double>& single_params) {
   std::remove(file.c_str());
 }
 
-// PyTorch's rows, from bench/compare/torch_dp_vs_ddp.py, when /usr/bin/python3 has torch.
+// PyTorch's rows, from bench/compare/torch_dp_vs_ddp.py, when --python (/usr/bin/python3) has torch.
 void run_torch(Run& run) {
   const Options& o = run.options;
   std::string layers, caps;
@@ -204,7 +206,7 @@ void run_torch(Run& run) {
   const ModeResult* ref = nullptr;
   for (const ModeResult& r : run.modes) ref = r.mode == "ddp-bucketed" && (!ref || r.cap_mb == 25) ? &r : ref;
   caps = fmt(ref ? ref->cap_mb : 25.0, 6);
-  const std::string cmd = "timeout 900 /usr/bin/python3 " +
+  const std::string cmd = "timeout 900 " + shell_quote(o.python) + " " +
                           shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/compare/torch_dp_vs_ddp.py") + " --layers " +
                           layers + " --global-batch " + std::to_string(o.batch) + " --devices " + std::to_string(o.devices) +
                           " --steps " + std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --lr " +
@@ -214,7 +216,8 @@ void run_torch(Run& run) {
   std::fflush(stdout);
   std::string text;
   if (run_command(cmd, text) != 0) {
-    run.notes.push_back("PyTorch rows: not measured (needs /usr/bin/python3 with Debian's python3-torch)");
+    run.notes.push_back("PyTorch rows: not measured (needs " + o.python +
+                        " with torch: Debian's python3-torch, or --python)");
     return;
   }
   std::istringstream lines(text);

@@ -34,6 +34,7 @@ struct Options {
   std::string json, csv, trace_dir;
   int trace_steps = 3;  // the last this many timed steps go into each trace
   bool scaling_model = false, torch = true, micro = false;
+  std::string python = "/usr/bin/python3";  // the interpreter with torch for PyTorch's rows (--python)
 
   ringgrad::Device device_at(int index) const {
     return device == "cuda" ? ringgrad::Device::cuda(index) : ringgrad::Device::cpu(index);

@@ -39,10 +39,14 @@ int query_device_count() {
 // One slot per device, allocated once. The stream pointer is atomic so that the hot path
 // (stream_for and device_of on every op) reads it without a lock; creation takes the mutex.
 struct DeviceSlots {
-  explicit DeviceSlots(int n) : streams(new std::atomic<cudaStream_t>[static_cast<size_t>(n)]), count(n) {
-    for (int i = 0; i < n; ++i) streams[i].store(nullptr);
+  explicit DeviceSlots(int n)
+      : streams(new std::atomic<cudaStream_t>[static_cast<size_t>(n)]),
+        copy_streams(new std::atomic<cudaStream_t>[static_cast<size_t>(n)]),
+        count(n) {
+    for (int i = 0; i < n; ++i) streams[i].store(nullptr), copy_streams[i].store(nullptr);
   }
   std::unique_ptr<std::atomic<cudaStream_t>[]> streams;
+  std::unique_ptr<std::atomic<cudaStream_t>[]> copy_streams;
   int count;
   std::mutex create_mutex;
 };
@@ -82,19 +86,30 @@ CudaDeviceGuard::~CudaDeviceGuard() {
   if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
-cudaStream_t stream_for(int device) {
-  check_device(device, "stream_for");
-  DeviceSlots& s = slots();
-  cudaStream_t stream = s.streams[device].load(std::memory_order_acquire);
+namespace {
+// The stream in `slot`, created (non-blocking, on `device`) by the first caller.
+cudaStream_t stream_in(std::atomic<cudaStream_t>& slot, int device) {
+  cudaStream_t stream = slot.load(std::memory_order_acquire);
   if (stream != nullptr) return stream;
-  std::lock_guard<std::mutex> lock(s.create_mutex);
-  stream = s.streams[device].load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(slots().create_mutex);
+  stream = slot.load(std::memory_order_acquire);
   if (stream == nullptr) {
     CudaDeviceGuard guard(device);
     RINGGRAD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    s.streams[device].store(stream, std::memory_order_release);
+    slot.store(stream, std::memory_order_release);
   }
   return stream;
+}
+}  // namespace
+
+cudaStream_t stream_for(int device) {
+  check_device(device, "stream_for");
+  return stream_in(slots().streams[device], device);
+}
+
+cudaStream_t copy_stream_for(int device) {
+  check_device(device, "copy_stream_for");
+  return stream_in(slots().copy_streams[device], device);
 }
 
 int device_of(cudaStream_t stream, const char* op) {
@@ -130,7 +145,7 @@ void Event::record(cudaStream_t stream) {
   RINGGRAD_CUDA_CHECK(cudaEventRecord(event_, stream));
 }
 
-void Event::wait_in(cudaStream_t stream) { RINGGRAD_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
+void Event::wait_in(cudaStream_t stream) const { RINGGRAD_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
 
 bool can_access_peer(int dst_device, int src_device) {
   static std::mutex mutex;

@@ -40,6 +40,9 @@ class CudaDeviceGuard {
 
 // ringgrad's stream on `device`, created (non-blocking) on first use and kept for the process.
 cudaStream_t stream_for(int device);
+// A second non-blocking stream per device, for staging copies that must overlap the compute stream
+// (core/cuda.h: cuda_copy_to_pinned); ordered with it by events only. Created on first use.
+cudaStream_t copy_stream_for(int device);
 // The device of a stream returned by stream_for(); throws ringgrad::Error naming `op` for any other
 // stream, the legacy default stream (null) included.
 int device_of(cudaStream_t stream, const char* op);
@@ -55,7 +58,7 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   void record(cudaStream_t stream);
-  void wait_in(cudaStream_t stream);
+  void wait_in(cudaStream_t stream) const;
 
  private:
   int device_;

@@ -17,6 +17,7 @@
 //                 -- then runs cudaMemcpyPeerAsync, and the destination's stream waits for the copy;
 //                 the host never blocks. Without peer access: GPU -> pinned host buffer -> GPU.
 #include <cstring>
+#include <memory>
 
 #include "core/cuda.h"
 #include "core/error.h"
@@ -104,4 +105,45 @@ void copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKin
 }
 
 }  // namespace cuda
+
+// ---- staging copies that overlap compute (core/cuda.h) ---------------------------------------------
+// On the device's side stream (copy_stream_for), ordered with the compute stream by events: the
+// host waits for the side stream only, never for kernels queued after the ready point.
+struct CudaReadyPoint {
+  explicit CudaReadyPoint(int d) : device(d), event(d) {}
+  int device;
+  cuda::Event event;
+};
+
+std::shared_ptr<CudaReadyPoint> cuda_mark_ready(int device) {
+  cuda::check_device(device, "cuda_mark_ready");
+  auto point = std::make_shared<CudaReadyPoint>(device);
+  point->event.record(cuda::stream_for(device));
+  return point;
+}
+
+void cuda_copy_to_pinned(const CudaReadyPoint& ready, const void* src, void* pinned_dst, int64_t nbytes) {
+  RINGGRAD_CHECK(nbytes >= 0, "cuda_copy_to_pinned: expected a non-negative byte count, got ", nbytes);
+  if (nbytes == 0) return;
+  const cudaStream_t side = cuda::copy_stream_for(ready.device);
+  cuda::CudaDeviceGuard guard(ready.device);
+  ready.event.wait_in(side);
+  RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(pinned_dst, src, static_cast<size_t>(nbytes), cudaMemcpyDeviceToHost, side));
+  RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(side));
+}
+
+void cuda_copy_from_pinned(const CudaReadyPoint& after, const void* pinned_src, void* dst, int64_t nbytes) {
+  RINGGRAD_CHECK(nbytes >= 0, "cuda_copy_from_pinned: expected a non-negative byte count, got ", nbytes);
+  if (nbytes == 0) return;
+  const int device = after.device;
+  const cudaStream_t side = cuda::copy_stream_for(device), compute = cuda::stream_for(device);
+  cuda::CudaDeviceGuard guard(device);
+  after.event.wait_in(side);  // the destination's earlier producers (and readers) are done first
+  RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(dst, pinned_src, static_cast<size_t>(nbytes), cudaMemcpyHostToDevice, side));
+  cuda::Event copied(device);
+  copied.record(side);
+  copied.wait_in(compute);  // compute-stream work queued from now on sees the bytes
+  RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(side));  // the pinned source may be reused
+}
+
 }  // namespace ringgrad

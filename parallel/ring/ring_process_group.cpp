@@ -43,37 +43,51 @@ std::string describe(const char* op, const Tensor& t, const std::string& extra =
 // The ring works on host memory. A CPU tensor is used in place; a CUDA tensor is staged through a
 // pinned (page-locked) host buffer -- the one kind of host memory the GPU's copy engines read and
 // write directly, at full PCIe/NVLink-C2C speed -- copied in before and back after.
+//
+// Staging runs on the communication thread while the caller's backward keeps queueing kernels, so
+// it must wait for the tensor's producer and for nothing after it: the collective's call marks that
+// point in the compute stream (ready_point, on the caller's thread), and the staging copies run on
+// the device's side stream after that point alone (core/cuda.h). Waiting for the compute stream
+// itself would wait for every kernel queued since, and no all-reduce could overlap backward.
+std::shared_ptr<CudaReadyPoint> ready_point(const Tensor& t) {
+  if (t.device().is_cpu() || t.numel() == 0) return nullptr;
+  return cuda_mark_ready(t.device().index);
+}
+
 class HostView {
  public:
-  explicit HostView(const Tensor& t) : original_(t), bytes_(t.numel() * t.element_size()) {
-    if (t.device().is_cpu() || bytes_ == 0) {
+  // `read`: the host buffer starts with the tensor's values (false for outputs, fully overwritten).
+  HostView(const Tensor& t, const std::shared_ptr<CudaReadyPoint>& ready, bool read = true)
+      : original_(t), ready_(ready), bytes_(t.numel() * t.element_size()) {
+    if (!staged()) {
       data_ = t.data();
       return;
     }
+    RINGGRAD_CHECK(ready_ != nullptr, "ring: a CUDA tensor reached the communication thread without a ready point");
     data_ = cuda_pinned_allocator().allocate(bytes_, Device::cpu());
-    backend_for(DeviceKind::CUDA, "ring").copy_between(DeviceKind::CUDA, t.device().index, t.data(), DeviceKind::CPU,
-                                                       0, data_, bytes_);
+    if (read) cuda_copy_to_pinned(*ready_, t.data(), data_, bytes_);
   }
   ~HostView() {
     if (staged()) cuda_pinned_allocator().deallocate(data_, bytes_, Device::cpu());
   }
-  HostView(HostView&& other) noexcept : original_(other.original_), bytes_(other.bytes_), data_(other.data_) {
+  HostView(HostView&& other) noexcept
+      : original_(other.original_), ready_(other.ready_), bytes_(other.bytes_), data_(other.data_) {
     other.original_ = Tensor();  // the moved-from view frees nothing
   }
   HostView(const HostView&) = delete;
   HostView& operator=(const HostView&) = delete;
 
   void* data() const { return data_; }
-  // Copies the host result back into a CUDA tensor (returns once the pinned buffer is free again).
+  // Copies the host result back into a CUDA tensor (returns once the pinned buffer is free again);
+  // compute-stream work queued from now on sees it.
   void write_back() const {
-    if (!staged()) return;
-    backend_for(DeviceKind::CUDA, "ring").copy_between(DeviceKind::CPU, 0, data_, DeviceKind::CUDA,
-                                                       original_.device().index, original_.data(), bytes_);
+    if (staged()) cuda_copy_from_pinned(*ready_, data_, original_.data(), bytes_);
   }
 
  private:
   bool staged() const { return original_.defined() && !original_.device().is_cpu() && bytes_ > 0; }
   Tensor original_;
+  std::shared_ptr<CudaReadyPoint> ready_;
   int64_t bytes_;
   void* data_ = nullptr;
 };
@@ -183,8 +197,9 @@ void RingProcessGroup::communication_loop() {
 std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_tensor("all_reduce", tensor, "the tensor");
   RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64 or bfloat16, got ", tensor.dtype());
-  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op](uint64_t c, net::Deadline d) {
-    const HostView view(tensor);
+  auto ready = ready_point(tensor);
+  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op, ready](uint64_t c, net::Deadline d) {
+    const HostView view(tensor, ready);
     ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
     view.write_back();
   });
@@ -193,8 +208,9 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
 std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root) {
   check_tensor("broadcast", tensor, "the tensor");
   RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
-  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root](uint64_t c, net::Deadline d) {
-    const HostView view(tensor);
+  auto ready = ready_point(tensor);
+  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root, ready](uint64_t c, net::Deadline d) {
+    const HostView view(tensor, ready, rank_ == root);
     ring_broadcast({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel() * tensor.element_size(), root);
     if (rank_ != root) view.write_back();
   });
@@ -205,10 +221,11 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
   RINGGRAD_CHECK(static_cast<int>(outputs.size()) == size_, "all_gather: expected ", size_,
                  " output tensors (one per rank), got ", outputs.size());
   for (size_t r = 0; r < outputs.size(); ++r) check_like("all_gather", outputs[r], input, detail::str("output ", r));
-  return enqueue(describe("all_gather", input), [this, outputs, input](uint64_t c, net::Deadline d) {
+  auto ready = ready_point(input);  // outputs and input share the device (check_like)
+  return enqueue(describe("all_gather", input), [this, outputs, input, ready](uint64_t c, net::Deadline d) {
     std::vector<HostView> views;
-    for (const Tensor& t : outputs) views.emplace_back(t);
-    const HostView in(input);
+    for (const Tensor& t : outputs) views.emplace_back(t, ready, /*read=*/false);  // the ring writes all of them
+    const HostView in(input, ready);
     const int64_t bytes = input.numel() * input.element_size();
     copy_bytes(views[rank_].data(), in.data(), bytes);
     std::vector<Chunk> chunks;
@@ -226,19 +243,20 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
   RINGGRAD_CHECK(static_cast<int>(inputs.size()) == size_, "reduce_scatter: expected ", size_,
                  " input tensors (one per rank), got ", inputs.size());
   for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
-  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), [this, output, inputs, op](uint64_t c, net::Deadline d) {
+  auto ready = ready_point(output);  // inputs and output share the device (check_like)
+  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), [this, output, inputs, op, ready](uint64_t c, net::Deadline d) {
     // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
     const int64_t count = output.numel(), bytes = count * output.element_size();
     std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
     std::vector<Chunk> chunks;
     for (int r = 0; r < size_; ++r) {
-      const HostView in(inputs[r]);
+      const HostView in(inputs[r], ready);
       copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
       chunks.push_back({scratch.data() + r * bytes, count});
     }
     if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
     if (op == ReduceOp::Avg) divide_by(chunks[rank_].data, count, output.dtype(), size_);
-    const HostView out(output);
+    const HostView out(output, ready, /*read=*/false);
     copy_bytes(out.data(), chunks[rank_].data, bytes);
     out.write_back();
   });

@@ -94,11 +94,14 @@ TEST_CASE("cuda backend: copy_between moves bytes between the host and GPUs", "[
   std::memset(staging, 0xFF, static_cast<size_t>(nbytes));  // would corrupt a copy still in flight
   pinned.deallocate(staging, nbytes, Device::cpu());
   check_close(from_pinned, host, 0, 0, "pinned host -> cuda:0");
+}
 
-  if (cuda_device_count() < 2) {
-    WARN("one GPU: the GPU-to-GPU (peer or staged) copy is not exercised");
-    return;
-  }
+TEST_CASE("cuda backend: copy_between moves bytes from one GPU to another", "[cuda][multi-gpu]") {
+  test::require_gpus(2);
+  const int64_t n = GENERATE(1, 7, 33, 129, 1000);
+  const Tensor host = seeded_host({n}, DType::f64, 5);
+  const int64_t nbytes = n * 8;
+  const Tensor on_gpu = host.to(Device::cuda(0));
   Tensor on_gpu1 = full({n}, NAN, TensorOptions(DType::f64).device(Device::cuda(1)));
   gpu().copy_between(DeviceKind::CUDA, 0, on_gpu.data(), DeviceKind::CUDA, 1, on_gpu1.data(), nbytes);
   check_close(on_gpu1, host, 0, 0, "cuda:0 -> cuda:1");

@@ -212,12 +212,8 @@ TEST_CASE("cuda tensors: mistakes name the op, the dtype and the devices", "[cud
   CHECK_ERROR(g.data<float>(), "data<T>", "cuda:0", ".to(Device::cpu())");
 }
 
-TEST_CASE("cuda tensors: a copy between two GPUs", "[cuda]") {
-  require_gpu();
-  if (cuda_device_count() < 2) {
-    WARN("one GPU visible: the GPU-to-GPU copy needs two");
-    return;
-  }
+TEST_CASE("cuda tensors: a copy between two GPUs", "[cuda][multi-gpu]") {
+  test::require_gpus(2);
   const Tensor x = seeded_host({129, 33}, DType::f32, 20);
   const Tensor g1 = x.to(kGpu).to(Device::cuda(1));
   CHECK(g1.device() == Device::cuda(1));

@@ -253,10 +253,6 @@ TEST_CASE("nccl: wrong tensors are refused on the caller with what was expected 
   CHECK_THROWS_MATCHES(pg->all_reduce(on_cpu), Error,
                        MessageContainsAll({"all_reduce", "cuda:0", "got cpu:0", "LOCAL_RANK 0", ".to(Device::cuda(0))"}));
   CHECK_THROWS_MATCHES(pg->broadcast(on_cpu, 0), Error, MessageContainsAll({"broadcast", "got cpu:0"}));
-  if (cuda_device_count() >= 2) {
-    const Tensor on_cuda1 = zeros({8}, TensorOptions(DType::f32).device(Device::cuda(1)));
-    CHECK_THROWS_MATCHES(pg->all_reduce(on_cuda1), Error, MessageContainsAll({"all_reduce", "cuda:0", "got cuda:1"}));
-  }
   const Tensor matrix = zeros({4, 6}, TensorOptions(DType::f32).device(Device::cuda(0)));
   CHECK_THROWS_MATCHES(pg->all_reduce(matrix.t()), Error, MessageContainsAll({"all_reduce", "contiguous", "[6, 4]"}));
   const Tensor labels = zeros({8}, TensorOptions(DType::i64).device(Device::cuda(0)));
@@ -314,11 +310,18 @@ double reduced(RedOp op, int64_t i) {
 
 }  // namespace
 
-TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly - needs 2 GPUs", "[nccl][cuda]") {
+TEST_CASE("nccl: a tensor on another GPU than the group's is refused", "[nccl][cuda][multi-gpu]") {
   require_nccl_gpu();
-  if (cuda_device_count() < 2)
-    FAIL("this test needs 2 GPUs (NCCL refuses two ranks on one GPU), but cuda_device_count() is "
-         << cuda_device_count());
+  test::require_gpus(2);
+  auto pg = group_of_one();
+  const Tensor on_cuda1 = zeros({8}, TensorOptions(DType::f32).device(Device::cuda(1)));
+  CHECK_THROWS_MATCHES(pg->all_reduce(on_cuda1), Error, MessageContainsAll({"all_reduce", "cuda:0", "got cuda:1"}));
+}
+
+// NCCL refuses two ranks on one GPU: these take two.
+TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly", "[nccl][cuda][multi-gpu]") {
+  require_nccl_gpu();
+  test::require_gpus(2);
   const int64_t n = 100003;  // odd: blocks of unequal size for NCCL's channels
   const auto errors = run_two_ranks([&](int rank, const std::shared_ptr<parallel::ProcessGroup>& pg) {
     for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
@@ -360,12 +363,10 @@ TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly - needs
   CHECK(errors[1].empty());
 }
 
-TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and stay broken - needs 2 GPUs",
-          "[nccl][cuda]") {
+TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and stay broken",
+          "[nccl][cuda][multi-gpu]") {
   require_nccl_gpu();
-  if (cuda_device_count() < 2)
-    FAIL("this test needs 2 GPUs (NCCL refuses two ranks on one GPU), but cuda_device_count() is "
-         << cuda_device_count());
+  test::require_gpus(2);
   std::promise<void> rank0_done;
   std::shared_future<void> rank0_finished = rank0_done.get_future().share();
   std::string first_error, second_error;
