@@ -6,7 +6,7 @@
 //          ~67 TFLOP/s float32 without tensor cores and moves 4.8 TB/s, a balance point of ~14
 //          FLOP/byte, so GEMM turns compute-bound from N ~ 84 (M=256, N=1024, K=784: ~90 FLOP/byte,
 //          compute-bound too). Judge it in TFLOP/s against cuBLAS SGEMM (TF32 off) and the 67 peak.
-// Target : >= 80% of cuBLAS at 4096^3 (issue 3/8); not yet measured -- bench/bench_gemm_cuda.cpp
+// Target : >= 80% of cuBLAS at 4096^3 (the first goal); not yet measured -- bench/bench_gemm_cuda.cpp
 //          prints the ratio on a GPU.
 // Mapping: a 256-thread block computes one BM x BN tile of C, walking K in steps of BK through two
 //          shared-memory buffers (double buffering: tile t+1 is fetched from global memory into
@@ -26,6 +26,12 @@
 //          overwritten. Blocks walk the batch with a grid stride over gridDim.z.
 //          Instantiated for 2 tile shapes x 4 transpose combinations; the epilogue is a runtime
 //          argument (it runs once per output, off the K loop).
+// Registers: 2 resident 128x128 blocks per SM cap a thread at 128 registers, and ptxas (CUDA 13,
+//          sm_90) then spills in two variants' K loops (NN: 68 B stored, 96 B loaded per thread;
+//          TT: 24/28 B); with 1 block per SM they take 143-167 registers and never spill, at half
+//          the resident warps. Which is faster is for the GPU to say: both are built, the default
+//          is 2 until bench_gemm_cuda (columns native and native-1blk) has measured them.
+//          docs/kernels.md keeps ptxas's report of every kernel.
 #include "kernels/cuda/gemm.h"
 
 #include <atomic>
@@ -136,8 +142,10 @@ struct TileLoader {
   }
 };
 
-template <int BM, int BN, int BK, int TM, int TN, bool kTransA, bool kTransB>
-__global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const KernelArgs g) {
+// kMinBlocks: blocks of 256 threads that must fit on one SM at once, which caps the registers per
+// thread at 65536 / (256 kMinBlocks): 128 for 2 blocks, 255 for 1 (see "Registers" above).
+template <int BM, int BN, int BK, int TM, int TN, bool kTransA, bool kTransB, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) gemm_kernel(const KernelArgs g) {
   static_assert((BM / TM) * (BN / TN) == kThreads, "one thread per TM x TN sub-tile");
   static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are float4s");
   using LoadA = TileLoader<BM, BK, !kTransA>;
@@ -265,24 +273,28 @@ int sm_count() {
   return sms;
 }
 
-template <int BM, int BN, int BK, int TM, int TN>
+template <int BM, int BN, int BK, int TM, int TN, int kMinBlocks>
 void launch_tile(const KernelArgs& g, bool trans_a, bool trans_b, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((g.n + BN - 1) / BN), static_cast<unsigned>((g.m + BM - 1) / BM),
                   static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
+  const auto launch = [&](auto kernel) { launch_kernel("gemm_kernel", kernel, grid, kThreads, 0, stream, g); };
   if (!trans_a && !trans_b)
-    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, false, false>, grid, kThreads, 0, stream, g);
+    launch(gemm_kernel<BM, BN, BK, TM, TN, false, false, kMinBlocks>);
   else if (!trans_a && trans_b)
-    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, false, true>, grid, kThreads, 0, stream, g);
+    launch(gemm_kernel<BM, BN, BK, TM, TN, false, true, kMinBlocks>);
   else if (trans_a && !trans_b)
-    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, true, false>, grid, kThreads, 0, stream, g);
+    launch(gemm_kernel<BM, BN, BK, TM, TN, true, false, kMinBlocks>);
   else
-    launch_kernel("gemm_kernel", gemm_kernel<BM, BN, BK, TM, TN, true, true>, grid, kThreads, 0, stream, g);
+    launch(gemm_kernel<BM, BN, BK, TM, TN, true, true, kMinBlocks>);
 }
 
 }  // namespace
 
-void gemm_f32(const GemmArgs& args, cudaStream_t stream) {
+void gemm_f32(const GemmArgs& args, cudaStream_t stream, int large_tile_blocks_per_sm) {
   if (args.dtype != DType::f32) throw Error(detail::str("gemm_f32: expected float32, got ", dtype_name(args.dtype)));
+  if (large_tile_blocks_per_sm != 1 && large_tile_blocks_per_sm != 2)
+    throw Error(
+        detail::str("gemm_f32: expected 1 or 2 blocks per SM for the 128x128 tile, got ", large_tile_blocks_per_sm));
   if (args.m < 0 || args.n < 0 || args.k < 0 || args.batch < 0)
     throw Error(detail::str("gemm_f32: negative size m=", args.m, " n=", args.n, " k=", args.k, " batch=", args.batch));
   constexpr int64_t kMaxDim = (int64_t{1} << 31) - 256;  // tile arithmetic is in int
@@ -307,10 +319,12 @@ void gemm_f32(const GemmArgs& args, cudaStream_t stream) {
 
   // 128x128 tiles unless they would leave more than half the SMs without a block.
   const int64_t big_tiles = ((args.m + 127) / 128) * ((args.n + 127) / 128) * args.batch;
-  if (big_tiles * 2 >= sm_count())
-    launch_tile<128, 128, 8, 8, 8>(g, args.trans_a, args.trans_b, stream);
+  if (big_tiles * 2 < sm_count())
+    launch_tile<64, 64, 16, 4, 4, 2>(g, args.trans_a, args.trans_b, stream);
+  else if (large_tile_blocks_per_sm == 1)
+    launch_tile<128, 128, 8, 8, 8, 1>(g, args.trans_a, args.trans_b, stream);
   else
-    launch_tile<64, 64, 16, 4, 4>(g, args.trans_a, args.trans_b, stream);
+    launch_tile<128, 128, 8, 8, 8, 2>(g, args.trans_a, args.trans_b, stream);
 }
 
 }  // namespace cuda

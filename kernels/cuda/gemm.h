@@ -19,8 +19,9 @@ namespace ringgrad {
 namespace cuda {
 
 // Throws ringgrad::Error for a dtype other than f32 or negative sizes; launches nothing when
-// m, n or batch is 0.
-void gemm_f32(const GemmArgs& args, cudaStream_t stream);
+// m, n or batch is 0. large_tile_blocks_per_sm (1 or 2) picks the register budget of the 128x128
+// tile (gemm.cu, "Registers"); only the GEMM benchmark asks for 1.
+void gemm_f32(const GemmArgs& args, cudaStream_t stream, int large_tile_blocks_per_sm = 2);
 
 // Sets `handle`'s stream to `stream` and leaves it there. The handle's math mode is the caller's:
 // a handle from cublasCreate uses CUBLAS_DEFAULT_MATH, i.e. true float32 (no TF32).

@@ -93,6 +93,7 @@ struct Case {
   bool share_a = false, share_b = false;  // stride 0: one operand for every batch entry
   int64_t pad = 0;                        // extra elements per row of A, B and C (ld > cols)
   int64_t offset = 0;                     // elements before each buffer's first element (misaligns)
+  bool one_block_per_sm = false;          // also run the 128x128 tile's 1-block-per-SM build (no spills)
 };
 
 std::string describe(const Case& c) {
@@ -146,12 +147,14 @@ void check_case(const Case& cs, uint32_t seed) {
   args.bias = cs.bias ? dbias.get() + cs.offset : nullptr;
   CublasHandle cublas;
 
-  for (const char* impl : {"gemm_f32", "gemm_cublas_f32"}) {
+  std::vector<const char*> impls = {"gemm_f32", "gemm_cublas_f32"};
+  if (cs.one_block_per_sm) impls.push_back("gemm_f32 (1 block/SM)");
+  for (const char* impl : impls) {
     dc.upload(c0);
     if (impl[5] == 'c')
       cuda::gemm_cublas_f32(args, stream.s, cublas.h);
     else
-      cuda::gemm_f32(args, stream.s);
+      cuda::gemm_f32(args, stream.s, std::strchr(impl, '(') != nullptr ? 1 : 2);
     RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream.s));
     const std::vector<float> got = dc.download();
 
@@ -200,6 +203,22 @@ TEST_CASE("gemm: CUDA kernels agree with the CPU for every transpose, beta and e
   cs.bias = epilogue != 0;
   cs.activation = epilogue == 1 ? Activation::Relu : epilogue == 2 ? Activation::GeluTanh : Activation::None;
   check_case(cs, static_cast<uint32_t>(m * 7 + n * 13 + k));
+}
+
+// Enough 128x128 tiles (9 per product x 8 products = 72, at least half of an H200's 132 SMs) for
+// gemm_f32 to pick its large tile, in both of its register budgets.
+TEST_CASE("gemm: the 128x128 tile agrees with the CPU for every transpose, in both register budgets",
+          "[cuda][kernels]") {
+  require_gpu();
+  const bool trans_a = GENERATE(false, true);
+  const bool trans_b = GENERATE(false, true);
+  Case cs;
+  cs.m = 257, cs.n = 383, cs.k = 129;
+  cs.trans_a = trans_a, cs.trans_b = trans_b;
+  cs.batch = 8;
+  cs.beta = 0.5, cs.bias = true, cs.activation = Activation::Relu;
+  cs.one_block_per_sm = true;
+  check_case(cs, 13);
 }
 
 TEST_CASE("gemm: batched products with a stride 0 operand agree with the CPU", "[cuda][kernels]") {
