@@ -27,14 +27,14 @@ inline void require_gpu() {
 }
 
 // Tests that need several GPUs carry the Catch tag [multi-gpu] and so the CTest label `multi-gpu`
-// (beside `cuda`): a one-GPU machine runs `ctest -L cuda -LE multi-gpu` and says what it left out.
-// Run anyway, they FAIL -- never pass without having run.
+// (instead of `cuda`): a one-GPU machine runs `ctest -L '^cuda$'` and says what it left out. Run
+// anyway, they FAIL -- never pass without having run.
 inline void require_gpus(int n) {
   require_gpu();
   if (cuda_device_count() < n) {
     FAIL("this test needs " << n << " GPUs, but cuda_device_count() is " << cuda_device_count()
                             << ". Tests labelled `multi-gpu` need several; run the others with "
-                               "`ctest -L cuda -LE multi-gpu`.");
+                               "`ctest -L '^cuda$'`.");
   }
 }
 
