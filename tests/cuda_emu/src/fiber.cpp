@@ -72,6 +72,14 @@ void Stack::reset_for_reuse() {
 #endif
 }
 
+void Fiber::prepare(Stack* stack, Body body, void* arg) {
+  stack_ = stack;
+  body_ = body;
+  arg_ = arg;
+  finished_ = false;
+  fake_stack_ = nullptr;
+}
+
 #if defined(__x86_64__)
 // cuda_emu_switch(save, load): pushes the callee-saved registers, MXCSR and the x87 control word,
 // stores the stack pointer in *save, loads `load` and pops the same from there. A new fiber's
@@ -119,11 +127,7 @@ cuda_emu_fiber_entry:
 )");
 
 void Fiber::start(Stack* stack, Body body, void* arg) {
-  stack_ = stack;
-  body_ = body;
-  arg_ = arg;
-  finished_ = false;
-  fake_stack_ = nullptr;
+  prepare(stack, body, arg);
   // From the top: the return address of cuda_emu_switch (into cuda_emu_fiber_entry, with a 16-byte
   // aligned stack once it has been popped), rbp, rbx, r12 = this, r13 = entry, r14, r15, and the
   // default MXCSR and x87 control word.
@@ -144,11 +148,7 @@ void Fiber::switch_to_fiber() { cuda_emu_switch(&scheduler_sp_, sp_); }
 void Fiber::switch_to_scheduler() { cuda_emu_switch(&sp_, scheduler_sp_); }
 #else
 void Fiber::start(Stack* stack, Body body, void* arg) {
-  stack_ = stack;
-  body_ = body;
-  arg_ = arg;
-  finished_ = false;
-  fake_stack_ = nullptr;
+  prepare(stack, body, arg);
   if (getcontext(&context_) != 0) die("getcontext failed");
   context_.uc_stack.ss_sp = stack->bottom();
   context_.uc_stack.ss_size = stack->size();

@@ -49,6 +49,7 @@ class Fiber {
   Stack* stack() const { return stack_; }
 
  private:
+  void prepare(Stack* stack, Body body, void* arg);  // the state start() sets on every platform
   static void entry(Fiber* self);
   [[noreturn]] void exit_to_scheduler();
   void switch_to_fiber();
