@@ -42,8 +42,8 @@ template <typename T> using acc_t = typename AccOf<T>::type;
 
 // Value conversion between any two storage types; bfloat16 goes through float (or straight from double).
 // __host__ too: the launchers convert a fill value on the host. A __device__-only function called from
-// host code compiles under nvcc into a host stub that calls exit(1) -- the check_cuda_objects test
-// fails the build's tests when any object of kernels/cuda references exit.
+// host code compiles under nvcc into a host stub that calls exit(1) -- the test
+// cuda_objects_never_call_exit fails when any object of kernels/cuda references exit.
 template <typename D, typename S>
 __host__ __device__ inline D convert(S s) {
   if constexpr (std::is_same_v<D, S>) {
