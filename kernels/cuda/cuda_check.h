@@ -5,7 +5,7 @@
 //   // ringgrad::Error: cudaMalloc(&p, bytes) failed: cudaErrorMemoryAllocation (out of memory)
 //   //                  at kernels/cuda/probe.cu:61 on cuda:0
 //
-// Kernel launches return nothing, so every launch is followed by RINGGRAD_CUDA_CHECK(cudaGetLastError()).
+// Kernel launches return nothing: launch_kernel() (kernels/cuda/launch.cuh) checks cudaGetLastError() after each.
 // Private to the library: it needs the CUDA toolkit's headers, which users of ringgrad need not have.
 #pragma once
 
