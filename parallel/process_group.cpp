@@ -1,12 +1,13 @@
-// parallel/process_group.cpp: Work, the launch variables, and init_process_group().
+// parallel/process_group.cpp: Work, ProcessGroup, and init_process_group() (launch variables: launch_info.cpp).
 #include "parallel/process_group.h"
 
-#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
-#include <limits>
+#include <mutex>
 
 #include "core/error.h"
 #include "parallel/nccl/nccl_process_group.h"
+#include "parallel/rendezvous.h"
 #include "parallel/ring/ring_process_group.h"
 #include "parallel/socket.h"
 
@@ -69,54 +70,6 @@ ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout
                  rank, " of ", size);
 }
 
-// --- the launch variables ------------------------------------------------------------------------------
-namespace {
-
-constexpr const char* kHowToLaunch =
-    "; launch with tools/ringrun --nproc-per-node N prog (or torchrun / srun, which set the same variables), "
-    "or pass InitOptions explicitly";
-
-// An integer environment variable: `fallback` when unset, an error when set but not an integer.
-int env_int(const char* name, int fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  errno = 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  RINGGRAD_CHECK(errno == 0 && *end == '\0' && value >= std::numeric_limits<int>::min() &&
-                     value <= std::numeric_limits<int>::max(),
-                 "init_process_group: expected ", name, " to be an integer, got '", text, "'");
-  return static_cast<int>(value);
-}
-
-}  // namespace
-
-LaunchInfo read_launch_info(const InitOptions& options) {
-  LaunchInfo info;
-  info.world_size = options.world_size >= 0 ? options.world_size : env_int("WORLD_SIZE", -1);
-  info.rank = options.rank >= 0 ? options.rank : env_int("RANK", -1);
-  RINGGRAD_CHECK(info.world_size != -1, "init_process_group: WORLD_SIZE is not set", kHowToLaunch);
-  RINGGRAD_CHECK(info.rank != -1, "init_process_group: RANK is not set", kHowToLaunch);
-  RINGGRAD_CHECK(info.world_size >= 1, "init_process_group: expected WORLD_SIZE >= 1, got ", info.world_size);
-  RINGGRAD_CHECK(info.rank >= 0 && info.rank < info.world_size, "init_process_group: expected 0 <= RANK < WORLD_SIZE (",
-                 info.world_size, "), got RANK ", info.rank);
-  info.local_rank = options.local_rank >= 0 ? options.local_rank : env_int("LOCAL_RANK", info.rank);
-  RINGGRAD_CHECK(info.local_rank >= 0, "init_process_group: expected LOCAL_RANK >= 0, got ", info.local_rank);
-  if (!options.master_addr.empty()) {
-    info.master_addr = options.master_addr;
-  } else if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
-    info.master_addr = addr;
-  }
-  info.master_port = options.master_port >= 0 ? options.master_port : env_int("MASTER_PORT", -1);
-  if (info.world_size > 1) {
-    RINGGRAD_CHECK(info.master_port != -1, "init_process_group: MASTER_PORT is not set (rank 0 serves the "
-                   "rendezvous store there)", kHowToLaunch);
-    RINGGRAD_CHECK(info.master_port >= 1 && info.master_port <= 65535,
-                   "init_process_group: expected MASTER_PORT in 1..65535, got ", info.master_port);
-  }
-  return info;
-}
-
 // --- init_process_group ---------------------------------------------------------------------------------
 #ifndef RINGGRAD_WITH_NCCL
 bool nccl_available() { return false; }
@@ -129,6 +82,38 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, in
 namespace {
 std::mutex g_default_mutex;
 std::shared_ptr<ProcessGroup> g_default_group;
+
+// Where ringgrad's store listens. torchrun's agent already serves a TCPStore of its own on
+// MASTER_PORT (and says so: TORCHELASTIC_USE_AGENT_STORE), so under torchrun ringgrad's store takes
+// the next port -- the same on every rank, with no flag needed -- unless RINGGRAD_STORE_PORT says.
+int store_port(const LaunchInfo& info) {
+  if (const char* text = std::getenv("RINGGRAD_STORE_PORT"); text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    const long port = std::strtol(text, &end, 10);
+    RINGGRAD_CHECK(*end == '\0' && port >= 1 && port <= 65535,
+                   "init_process_group: expected RINGGRAD_STORE_PORT in 1..65535, got '", text, "'");
+    return static_cast<int>(port);
+  }
+  if (!info.torchrun_agent_store) return info.master_port;
+  RINGGRAD_CHECK(info.master_port < 65535, "init_process_group: under torchrun ringgrad's store uses MASTER_PORT + 1, "
+                 "and MASTER_PORT is 65535; set RINGGRAD_STORE_PORT");
+  return info.master_port + 1;
+}
+
+// Once per process, on rank 0: a job without a token accepts any process that reaches its ports.
+void warn_if_unauthenticated(const LaunchInfo& info, int port) {
+  static std::once_flag once;
+  if (info.rank != 0 || info.world_size == 1 || !net::job_token().empty()) return;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "init_process_group: warning: RINGGRAD_JOB_TOKEN is not set, so connections to this job (store at "
+                 "%s:%d, ring links) are not authenticated: any process that reaches them can join or disturb "
+                 "the job. ringrun sets a random token; with another launcher, export the same secret to every "
+                 "rank, e.g. RINGGRAD_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')\n",
+                 info.master_addr.c_str(), port);
+  });
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
@@ -138,22 +123,40 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
   // Rank 0 serves the store; everyone (rank 0 too) is a client. A job of one needs no store.
   std::shared_ptr<Store> store;
   if (info.world_size > 1) {
-    store = std::make_shared<TCPStore>(TCPStoreOptions()
-                                           .with_host(info.master_addr)
-                                           .with_port(info.master_port)
-                                           .server(info.rank == 0)
-                                           .with_timeout(options.timeout)
-                                           .with_token(net::job_token()));
+    const int port = store_port(info);
+    if (info.rank == 0 && port != info.master_port) {
+      std::fprintf(stderr, "init_process_group: torchrun's agent serves its own store on MASTER_PORT %d, so ringgrad's "
+                   "store uses port %d (RINGGRAD_STORE_PORT chooses another)\n", info.master_port, port);
+    }
+    warn_if_unauthenticated(info, port);
+    const std::string address = info.master_addr + ":" + std::to_string(port);
+    try {
+      store = std::make_shared<TCPStore>(TCPStoreOptions()
+                                             .with_host(info.master_addr)
+                                             .with_port(port)
+                                             .server(info.rank == 0)
+                                             .with_timeout(info.setup_timeout)
+                                             .with_token(net::job_token())
+                                             .reporting_waits());
+    } catch (const Error& e) {
+      // The one case whose cause the socket layer cannot know: torchrun holding the port.
+      const bool in_use = std::string(e.what()).find("in use") != std::string::npos;
+      if (!in_use || std::getenv("TORCHELASTIC_RUN_ID") == nullptr) throw;
+      throw Error(detail::str(e.what(), " -- this process runs under torchrun, whose agent may hold that port; set "
+                              "RINGGRAD_STORE_PORT to a free port, the same on every rank"));
+    }
+    rendezvous(*store, info.rank, info.world_size, address, info.setup_timeout);
   }
   std::shared_ptr<ProcessGroup> group;
   if (backend == "ring") {
     RingOptions ring;
-    ring.timeout = options.timeout;
+    ring.timeout = info.timeout;
+    ring.setup_timeout = info.setup_timeout;
     ring.transport = options.transport;
     ring.master_addr = info.master_addr;
     group = std::make_shared<RingProcessGroup>(store, info.rank, info.world_size, ring);
   } else {
-    group = make_nccl_process_group(store, info.rank, info.world_size, info.local_rank, options.timeout);
+    group = make_nccl_process_group(store, info.rank, info.world_size, info.local_rank, info.timeout);
   }
   std::lock_guard<std::mutex> lock(g_default_mutex);
   g_default_group = group;

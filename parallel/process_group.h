@@ -1,7 +1,7 @@
 // parallel/process_group.h: a group of processes that run collectives together, and how to make one.
 //
 // Every process of a job calls init_process_group(); it reads where it stands (RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR, MASTER_PORT -- the variables torchrun, ringrun and SLURM/MPI wrappers set),
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT from ringrun or torchrun; or Open MPI's, MPICH's or Slurm's own),
 // meets the others through a TCPStore served by rank 0, and returns a ProcessGroup. Collectives are
 // asynchronous: each returns a Work to wait() on, so a caller (DDP's reducer) can launch one and keep
 // computing. They run in the order they were launched, which must be the same on every rank.
@@ -20,6 +20,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,12 +94,17 @@ class ProcessGroup {
   std::atomic<int64_t> timeout_ms_;
 };
 
-// Where this process stands in the job. Values left at -1 / "" are read from the environment.
+// Where this process stands in the job. Values left at -1 / "" / unset are read from the environment
+// that the launcher set (see read_launch_info).
 struct InitOptions {
   int rank = -1, world_size = -1, local_rank = -1;
-  std::string master_addr;  // default: MASTER_ADDR, else 127.0.0.1
-  int master_port = -1;     // default: MASTER_PORT (required when world_size > 1)
-  std::chrono::milliseconds timeout{300000};
+  std::string master_addr;  // default: MASTER_ADDR, else (Slurm) the job's first host, else 127.0.0.1
+  int master_port = -1;     // default: MASTER_PORT (required from ringrun/torchrun; 29500 under MPI/Slurm)
+  // How long a collective may wait for the other ranks. Default: RINGGRAD_TIMEOUT (seconds), else 300 s.
+  std::optional<std::chrono::milliseconds> timeout;
+  // Setup -- meeting at rank 0's store and connecting the ring (or NCCL) -- is a wait a user watches,
+  // so it gets a shorter default. Default: timeout when set in code, else RINGGRAD_TIMEOUT, else 60 s.
+  std::optional<std::chrono::milliseconds> setup_timeout;
   // ring only: "auto" (shared memory when every rank is on this host, else TCP), "tcp" or "shm".
   std::string transport = "auto";
 
@@ -106,17 +112,33 @@ struct InitOptions {
   InitOptions& with_world_size(int w) { world_size = w; return *this; }
   InitOptions& with_master(std::string addr, int port) { master_addr = std::move(addr); master_port = port; return *this; }
   InitOptions& with_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
+  InitOptions& with_setup_timeout(std::chrono::milliseconds t) { setup_timeout = t; return *this; }
   InitOptions& with_transport(std::string t) { transport = std::move(t); return *this; }
 };
 
+constexpr std::chrono::milliseconds kDefaultTimeout{300000};      // collectives, as PyTorch's gloo
+constexpr std::chrono::milliseconds kDefaultSetupTimeout{60000};  // rendezvous and connecting
+
 // The launch variables after defaults and checks. Throws naming the missing or invalid variable and
-// how to launch ("run it with tools/ringrun --nproc-per-node N prog, or set RANK and WORLD_SIZE").
+// how to launch. Sources, first match wins (rank and world size always come from the same one):
+//   1. InitOptions fields set in code
+//   2. RANK, WORLD_SIZE, LOCAL_RANK          ringrun, torchrun, or set by hand
+//   3. OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK        Open MPI's mpirun
+//   4. PMI_RANK, PMI_SIZE, MPI_LOCALRANKID   MPICH's and Intel MPI's mpiexec (Hydra)
+//   5. SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID         srun
 struct LaunchInfo {
   int rank = 0, world_size = 1, local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
+  std::string launcher = "explicit options";  // which source gave rank and world size, for messages
+  bool torchrun_agent_store = false;  // torchrun's agent already serves a TCPStore on MASTER_PORT
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::chrono::milliseconds setup_timeout = kDefaultSetupTimeout;
 };
 LaunchInfo read_launch_info(const InitOptions& options);
+
+// The first host of a Slurm node list: "node[03-05,9],gpu1" -> "node03". Exposed for tests.
+std::string first_slurm_host(const std::string& nodelist);
 
 // Creates this process's group: backend "ring" (CPU tensors; the hand-written ring all-reduce) or
 // "nccl" (CUDA tensors; needs a build with NCCL). It also becomes the default group.

@@ -312,7 +312,8 @@ Socket Listener::accept(Deadline deadline, const std::string& what) const {
 
 // ---- connect -----------------------------------------------------------------------------------
 
-Socket connect_to(const std::string& host, int port, Deadline deadline, const std::string& what) {
+Socket connect_to(const std::string& host, int port, Deadline deadline, const std::string& what,
+                  WaitReporter* reporter) {
   const std::string peer = host_port(host, port);
   const int64_t waited_ms = budget_ms(deadline);
   milliseconds pause(10);  // between attempts, doubling up to 200 ms: prompt, without hammering
@@ -339,8 +340,28 @@ Socket connect_to(const std::string& host, int port, Deadline deadline, const st
     }
     if (Clock::now() >= deadline)
       throw Error(str(what, ": could not connect to ", peer, " within ", waited_ms, " ms: ", why));
+    if (reporter != nullptr) reporter->poll();
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
     pause = std::min(pause * 2, milliseconds(200));
+  }
+}
+
+Handshake handshake(const Socket& socket, const std::string& token, const std::vector<uint8_t>& hello,
+                    Deadline deadline, uint8_t& answer) {
+  try {
+    send_token(socket, token, deadline);
+    socket.send_all(hello.data(), hello.size(), deadline, "handshake");
+  } catch (const Error&) {
+    return Handshake::Closed;  // the kernel buffers a few bytes; failing to send them means it hung up
+  }
+  for (;;) {
+    pollfd p{socket.fd(), POLLIN, 0};
+    const int ready = ::poll(&p, 1, ms_left(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) return Handshake::Silent;
+    const ssize_t n = ::recv(socket.fd(), &answer, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    return n == 1 ? Handshake::Answered : Handshake::Closed;  // 0: an orderly close; < 0: a reset
   }
 }
 

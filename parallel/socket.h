@@ -15,7 +15,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace ringgrad {
 namespace parallel {
@@ -82,9 +84,40 @@ class Listener {
   int port_ = 0;
 };
 
+// Keeps a long wait from being silent: poll() it from the waiting loop and it calls `report` (with
+// the time waited so far) at a slow rhythm -- first after kFirstReport, then every kReportEvery --
+// so a user sees who is being waited for long before any timeout, without a screenful of lines.
+class WaitReporter {
+ public:
+  static constexpr std::chrono::milliseconds kFirstReport{5000};
+  static constexpr std::chrono::milliseconds kReportEvery{15000};
+  explicit WaitReporter(std::function<void(std::chrono::milliseconds waited)> report)
+      : report_(std::move(report)), start_(Clock::now()), next_(start_ + kFirstReport) {}
+  void poll() {
+    const Clock::time_point now = Clock::now();
+    if (now < next_) return;
+    next_ = now + kReportEvery;
+    report_(std::chrono::duration_cast<std::chrono::milliseconds>(now - start_));
+  }
+  // How long a waiting loop may sleep before it should poll() again.
+  Clock::time_point next_report() const { return next_; }
+
+ private:
+  std::function<void(std::chrono::milliseconds)> report_;
+  Clock::time_point start_, next_;
+};
+
 // Connects to host:port, retrying while the peer is not listening yet (connection refused), until
-// the deadline; then throws naming `what` and host:port.
-Socket connect_to(const std::string& host, int port, Deadline deadline, const std::string& what);
+// the deadline; then throws naming `what` and host:port. `reporter`, when given, is polled between
+// attempts.
+Socket connect_to(const std::string& host, int port, Deadline deadline, const std::string& what,
+                  WaitReporter* reporter = nullptr);
+
+// The connecting side's handshake: sends the token and `hello`, then waits until `deadline` for a
+// one-byte answer. Says what happened rather than throwing, so the caller can name the likely cause.
+enum class Handshake { Answered, Closed, Silent };
+Handshake handshake(const Socket& socket, const std::string& token, const std::vector<uint8_t>& hello,
+                    Deadline deadline, uint8_t& answer);
 
 // Longest token check_token accepts.
 constexpr size_t kMaxTokenBytes = 256;

@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -657,29 +658,46 @@ struct TCPStore::Impl {
 
   void connect(milliseconds timeout);
   template <typename ReadResult>
-  Outcome exchange(const std::string& what, const std::vector<uint8_t>& request, milliseconds reply_timeout,
-                   ReadResult read_result);
+  Outcome exchange(const std::string& what, const std::vector<uint8_t>& request, milliseconds timeout,
+                   milliseconds reply_timeout, ReadResult read_result);
   [[noreturn]] void throw_timed_out(const std::string& what, milliseconds timeout, const Outcome& outcome) const;
 };
 
 // Opens the connection and shakes hands: the job token, then a ping the server answers only if it
-// accepted the token. A refusal is reported here, once, not as a mystery on the first get.
+// accepted the token. A failed handshake is reported once, here, as what was seen -- the store
+// closed the connection (a store refuses a wrong token that way), nothing answered, or something
+// answered that is not a store -- and not later as a mystery on the first get.
 void TCPStore::Impl::connect(milliseconds timeout) {
   const Deadline deadline = deadline_after(timeout);
-  net::Socket s = net::connect_to(options.host, port, deadline, "TCPStore: connecting to the store");
+  std::optional<net::WaitReporter> reporter;
+  if (options.report_waiting) {
+    reporter.emplace([this, timeout](milliseconds waited) {
+      std::fprintf(stderr, "rendezvous: waiting for rank 0's store at %s: nothing listens there yet (%lld s of %lld s)\n",
+                   address.c_str(), static_cast<long long>(waited.count() / 1000),
+                   static_cast<long long>(timeout.count() / 1000));
+    });
+  }
+  net::Socket s = net::connect_to(options.host, port, deadline, "TCPStore: connecting to the store",
+                                  reporter ? &*reporter : nullptr);
   s.set_nodelay();
+  // A live store answers the handshake in microseconds, so it gets a short limit of its own rather
+  // than the whole timeout: whatever stays silent that long is not a store that will answer.
+  const Deadline handshake = std::min(deadline, Clock::now() + kHandshakeLimit);
+  const milliseconds handshake_ms = std::chrono::duration_cast<milliseconds>(handshake - Clock::now());
+  const std::string ours = options.token.empty() ? "sends none" : str("sends one of ", options.token.size(), " bytes");
   uint8_t status = 0xff;
-  try {
-    net::send_token(s, options.token, deadline);
-    const std::vector<uint8_t> ping = request_header(Command::Ping, {});
-    s.send_all(ping.data(), ping.size(), deadline, "TCPStore handshake");
-    s.recv_all(&status, 1, deadline, "TCPStore handshake");
-  } catch (const Error& e) {
-    const std::string ours =
-        options.token.empty() ? "sends none" : str("sends one of ", options.token.size(), " bytes");
-    throw Error(str("TCPStore: the store at ", address, " did not accept this connection (", e.what(),
-                    "); every process of a job must use the same job token (RINGGRAD_JOB_TOKEN), and this one ",
-                    ours));
+  switch (net::handshake(s, options.token, request_header(Command::Ping, {}), handshake, status)) {
+    case net::Handshake::Answered:
+      break;
+    case net::Handshake::Closed:
+      throw Error(str("TCPStore: the store at ", address, " did not accept this connection: it closed it without ",
+                      "answering the handshake, as a ringgrad store does when the job token differs. Every process ",
+                      "of a job must use the same RINGGRAD_JOB_TOKEN, and this one ", ours));
+    case net::Handshake::Silent:
+      throw Error(str("TCPStore: connected to ", address, ", but nothing answered the handshake within ",
+                      handshake_ms.count(), " ms: the process listening there is not a ringgrad store, or it is ",
+                      "stopped (a rank 0 suspended by Ctrl-Z or SIGSTOP accepts connections but never answers); ",
+                      "check MASTER_ADDR and MASTER_PORT"));
   }
   // Whatever answered is not a store of ours: an HTTP server, say, behind a mistyped port.
   RINGGRAD_CHECK(status == static_cast<uint8_t>(Status::Ok), "TCPStore: expected a TCPStore at ", address,
@@ -693,9 +711,10 @@ void TCPStore::Impl::connect(milliseconds timeout) {
 // its way, and the next call starts on a fresh connection rather than read it as its own.
 template <typename ReadResult>
 TCPStore::Impl::Outcome TCPStore::Impl::exchange(const std::string& what, const std::vector<uint8_t>& request,
-                                                 milliseconds reply_timeout, ReadResult read_result) {
+                                                 milliseconds timeout, milliseconds reply_timeout,
+                                                 ReadResult read_result) {
   std::lock_guard<std::mutex> lock(mutex);
-  if (!socket.valid()) connect(options.timeout);
+  if (!socket.valid()) connect(timeout);  // the store's timeout now, which diagnostics may have shortened
   Outcome outcome;
   Status status = Status::Ok;
   std::string message;
@@ -756,7 +775,7 @@ void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
                  " bytes (TCPStoreOptions::max_value_bytes), got ", value.size(), " bytes");
   std::vector<uint8_t> request = request_header(Command::Set, {key});
   put_bytes(request, value.data(), value.size());
-  impl_->exchange(what, request, timeout(), [](const ReplyReader&) {});
+  impl_->exchange(what, request, timeout(), timeout(), [](const ReplyReader&) {});
 }
 
 std::vector<uint8_t> TCPStore::get(const std::string& key) {
@@ -766,7 +785,7 @@ std::vector<uint8_t> TCPStore::get(const std::string& key) {
   put_i64(request, timeout().count());
   std::vector<uint8_t> value;
   const uint64_t max_bytes = static_cast<uint64_t>(impl_->options.max_value_bytes);
-  const Impl::Outcome outcome = impl_->exchange(what, request, timeout() + kReplyGrace,
+  const Impl::Outcome outcome = impl_->exchange(what, request, timeout(), timeout() + kReplyGrace,
                                                 [&](const ReplyReader& reply) { value = reply.bytes(max_bytes); });
   if (outcome.timed_out) impl_->throw_timed_out(what, timeout(), Impl::Outcome{});
   return value;
@@ -778,7 +797,7 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   std::vector<uint8_t> request = request_header(Command::Add, {key});
   put_i64(request, delta);
   int64_t sum = 0;
-  impl_->exchange(what, request, timeout(), [&](const ReplyReader& reply) { sum = reply.i64(); });
+  impl_->exchange(what, request, timeout(), timeout(), [&](const ReplyReader& reply) { sum = reply.i64(); });
   return sum;
 }
 
@@ -787,15 +806,24 @@ void TCPStore::wait(const std::vector<std::string>& keys) {
   check_keys(what, keys);
   std::vector<uint8_t> request = request_header(Command::Wait, keys);
   put_i64(request, timeout().count());
-  const Impl::Outcome outcome = impl_->exchange(what, request, timeout() + kReplyGrace, [](const ReplyReader&) {});
+  const Impl::Outcome outcome = impl_->exchange(what, request, timeout(), timeout() + kReplyGrace, [](const ReplyReader&) {});
   if (outcome.timed_out) impl_->throw_timed_out(what, timeout(), outcome);
+}
+
+std::vector<std::string> TCPStore::wait_for(const std::vector<std::string>& keys, milliseconds limit) {
+  const std::string what = "TCPStore wait_for([" + quoted(keys) + "])";
+  check_keys(what, keys);
+  std::vector<uint8_t> request = request_header(Command::Wait, keys);
+  put_i64(request, limit.count());
+  const Impl::Outcome outcome = impl_->exchange(what, request, timeout(), limit + kReplyGrace, [](const ReplyReader&) {});
+  return outcome.timed_out ? outcome.missing : std::vector<std::string>{};
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
   const std::string what = "TCPStore check([" + quoted(keys) + "])";
   check_keys(what, keys);
   bool all_exist = false;
-  impl_->exchange(what, request_header(Command::Check, keys), timeout(),
+  impl_->exchange(what, request_header(Command::Check, keys), timeout(), timeout(),
                   [&](const ReplyReader& reply) { all_exist = reply.u8() != 0; });
   return all_exist;
 }
@@ -804,7 +832,7 @@ bool TCPStore::delete_key(const std::string& key) {
   const std::string what = "TCPStore delete_key(" + quoted(key) + ")";
   check_key(what, key);
   bool existed = false;
-  impl_->exchange(what, request_header(Command::Delete, {key}), timeout(),
+  impl_->exchange(what, request_header(Command::Delete, {key}), timeout(), timeout(),
                   [&](const ReplyReader& reply) { existed = reply.u8() != 0; });
   return existed;
 }

@@ -13,6 +13,8 @@
 // error; the server answers nothing, closes that connection and carries on serving the others.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -35,13 +37,17 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   // Waits until every key exists; throws after timeout() naming the keys still missing.
   virtual void wait(const std::vector<std::string>& keys) = 0;
+  // Waits at most `limit` (not timeout()) for every key; returns the keys still missing then, empty
+  // when all exist. Never throws for a timeout: for waits that report progress between rounds.
+  virtual std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds limit) = 0;
   // True when every key exists right now (does not wait).
   virtual bool check(const std::vector<std::string>& keys) = 0;
   // Removes key; returns whether it existed.
   virtual bool delete_key(const std::string& key) = 0;
 
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  // Thread-safe: a communication thread may shorten it for diagnostics while others use the store.
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
 
   // Helpers for text values.
   void set(const std::string& key, const std::string& value) { set(key, std::vector<uint8_t>(value.begin(), value.end())); }
@@ -50,8 +56,25 @@ class Store {
     return std::string(v.begin(), v.end());
   }
 
- protected:
-  std::chrono::milliseconds timeout_{300000};
+ private:
+  std::atomic<int64_t> timeout_ms_{300000};
+};
+
+// Shortens a store's timeout for one scope and restores it after. Diagnostics after a failure (who
+// failed first?) must not wait as long as the operation that failed: the store may be served by the
+// very rank that stopped answering.
+class ScopedStoreTimeout {
+ public:
+  ScopedStoreTimeout(Store& store, std::chrono::milliseconds limit) : store_(store), saved_(store.timeout()) {
+    store_.set_timeout(std::min(limit, saved_));
+  }
+  ~ScopedStoreTimeout() { store_.set_timeout(saved_); }
+  ScopedStoreTimeout(const ScopedStoreTimeout&) = delete;
+  ScopedStoreTimeout& operator=(const ScopedStoreTimeout&) = delete;
+
+ private:
+  Store& store_;
+  std::chrono::milliseconds saved_;
 };
 
 struct TCPStoreOptions {
@@ -60,6 +83,10 @@ struct TCPStoreOptions {
   bool is_server = false;          // rank 0: serve the store in a background thread, and be a client too
   std::chrono::milliseconds timeout{300000};  // connecting, and every blocking get/wait
   std::string token;               // job token sent/checked first on every connection ("" = none)
+  // Print a line to stderr at a slow rhythm while the constructor waits for the server to listen
+  // ("rendezvous: waiting for the store at host:port ..."), so a rank whose rank 0 never starts
+  // does not wait in silence. init_process_group turns it on.
+  bool report_waiting = false;
   int64_t max_value_bytes = 64ll << 20;
 
   TCPStoreOptions& with_host(std::string h) { host = std::move(h); return *this; }
@@ -67,6 +94,7 @@ struct TCPStoreOptions {
   TCPStoreOptions& server(bool on = true) { is_server = on; return *this; }
   TCPStoreOptions& with_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
   TCPStoreOptions& with_token(std::string t) { token = std::move(t); return *this; }
+  TCPStoreOptions& reporting_waits(bool on = true) { report_waiting = on; return *this; }
 };
 
 class TCPStore : public Store {
@@ -78,6 +106,7 @@ class TCPStore : public Store {
   std::vector<uint8_t> get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys) override;
+  std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds limit) override;
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   using Store::set;

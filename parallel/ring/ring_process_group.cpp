@@ -16,6 +16,9 @@ namespace ringgrad {
 namespace parallel {
 namespace {
 
+// How long diagnostics after a failure may wait on the store (see first_failure).
+constexpr std::chrono::milliseconds kDiagnosticLimit(3000);
+
 // memcpy, but an empty tensor's data pointer may be null, and memcpy(null, null, 0) is undefined.
 void copy_bytes(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
@@ -100,7 +103,7 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
                  "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport, "\"");
   if (size > 1) {
     RINGGRAD_CHECK(store_ != nullptr, "ring: a group of ", size, " ranks needs a store to meet through, got none");
-    const net::Deadline deadline = net::deadline_in(options.timeout);
+    const net::Deadline deadline = net::deadline_in(options.setup_timeout);
     std::string transport = options.transport;
     if (transport == "auto") transport = all_ranks_on_this_host(*store_, rank, size) ? "shm" : "tcp";
     if (transport == "shm") {
@@ -123,10 +126,12 @@ RingProcessGroup::~RingProcessGroup() {
 
 // A rank that is not next to a dead one only sees its neighbour hang up. The store tells it what
 // happened first: the first rank to fail writes its reason there before telling its neighbours, so
-// by the time they fail it is readable. Best effort -- the store may have died with rank 0.
+// by the time they fail it is readable. Best effort -- the store may have died with rank 0, or be
+// stopped with it -- and brief: the error is already known, and this only adds to its message.
 std::string RingProcessGroup::first_failure(const std::string& mine) {
   if (!store_) return "";
   try {
+    const ScopedStoreTimeout brief(*store_, kDiagnosticLimit);
     if (store_->check({"ring/first_failure"})) return store_->get_string("ring/first_failure");
     store_->set("ring/first_failure", mine);
   } catch (const std::exception&) {

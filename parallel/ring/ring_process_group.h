@@ -25,9 +25,10 @@ namespace ringgrad {
 namespace parallel {
 
 struct RingOptions {
-  std::chrono::milliseconds timeout{300000};
-  std::string transport = "auto";  // "auto", "tcp" or "shm"
+  std::chrono::milliseconds timeout{300000};  // each collective
+  std::string transport = "auto";             // "auto", "tcp" or "shm"
   std::string master_addr = "127.0.0.1";
+  std::chrono::milliseconds setup_timeout{60000};  // connecting the ring
 };
 
 class RingProcessGroup final : public ProcessGroup {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -19,6 +20,8 @@ namespace {
 
 constexpr size_t kScratchBytes = 256 << 10;  // a piece handed to on_received: fits in L2 while reduced
 constexpr int kSocketBufferBytes = 4 << 20;
+// How long a connecting peer has to present the job token and its rank (as the store's handshake).
+constexpr std::chrono::milliseconds kIntroductionLimit(5000);
 
 // Every message starts with this header, so the receiver can check it belongs to the step it is in.
 struct MessageHeader {
@@ -73,14 +76,30 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
   const uint32_t my_rank = static_cast<uint32_t>(rank);
   to_next_.send_all(&my_rank, sizeof(my_rank), deadline, "ring: introducing rank " + std::to_string(rank));
 
-  // Accept until the previous rank shows up with the right token; anything else is closed.
+  // Accept until the previous rank shows up with the right token; anything else is closed. Each
+  // candidate gets a few seconds to introduce itself, not the whole setup deadline: a stray client
+  // that connects and says nothing (a port scanner, a stuck process) must not hold up the real peer
+  // queued behind it in the listen backlog.
   while (!from_prev_.valid()) {
     net::Socket candidate =
         listener.accept(deadline, "ring: waiting for rank " + std::to_string(prev_rank_) + " to connect");
-    if (!net::check_token(candidate, token, deadline)) continue;  // wrong or missing token: refused
+    const net::Deadline introduction = std::min(deadline, net::Clock::now() + kIntroductionLimit);
     uint32_t who = 0;
-    candidate.recv_all(&who, sizeof(who), deadline, "ring: reading the connecting rank");
-    if (who == static_cast<uint32_t>(prev_rank_)) from_prev_ = std::move(candidate);
+    bool introduced = net::check_token(candidate, token, introduction);
+    if (introduced) {
+      try {
+        candidate.recv_all(&who, sizeof(who), introduction, "ring: reading the connecting rank");
+      } catch (const Error&) {
+        introduced = false;
+      }
+    }
+    if (introduced && who == static_cast<uint32_t>(prev_rank_)) {
+      from_prev_ = std::move(candidate);
+    } else {
+      std::fprintf(stderr, "ring: rank %d closed a connection from %s that did not introduce itself as rank %d with "
+                   "this job's token within %lld ms\n", rank, candidate.peer().c_str(), prev_rank_,
+                   static_cast<long long>(kIntroductionLimit.count()));
+    }
   }
   for (net::Socket* s : {&to_next_, &from_prev_}) {
     s->set_nodelay();

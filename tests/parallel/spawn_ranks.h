@@ -60,20 +60,26 @@ inline JobResult spawn_ranks(int world, const std::string& program, const std::v
   const int port = free_port();
   std::vector<pid_t> pids(world, -1);
   for (int rank = 0; rank < world; ++rank) {
+    // The job's variables, then the extra ones (which may replace them, MASTER_PORT say), then what
+    // this process inherited -- each name once, since getenv returns the first match.
+    std::vector<std::pair<std::string, std::string>> vars = {
+        {"RANK", std::to_string(rank)}, {"LOCAL_RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
+        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+    for (const auto& [name, value] : extra_env) {
+      bool replaced = false;
+      for (auto& var : vars)
+        if (var.first == name) var.second = value, replaced = true;
+      if (!replaced) vars.emplace_back(name, value);
+    }
     std::vector<std::string> env;
+    for (const auto& [name, value] : vars) env.push_back(name + "=" + value);
     for (char** e = environ; *e; ++e) {
       const std::string entry = *e;
       const std::string name = entry.substr(0, entry.find('='));
-      if (name != "RANK" && name != "WORLD_SIZE" && name != "LOCAL_RANK" && name != "MASTER_ADDR" &&
-          name != "MASTER_PORT")
-        env.push_back(entry);
+      bool ours = false;
+      for (const auto& var : vars) ours = ours || var.first == name;
+      if (!ours) env.push_back(entry);
     }
-    env.push_back("RANK=" + std::to_string(rank));
-    env.push_back("LOCAL_RANK=" + std::to_string(rank));
-    env.push_back("WORLD_SIZE=" + std::to_string(world));
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(port));
-    for (const auto& [name, value] : extra_env) env.push_back(name + "=" + value);
     std::vector<char*> envp, argv;
     for (std::string& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);

@@ -33,10 +33,10 @@ class ScopedEnv {
       else ::unsetenv(name.c_str());
     }
   }
-  ~ScopedEnv() {
-    for (auto& [name, value] : saved_) {
-      if (value) ::setenv(name.c_str(), value->c_str(), 1);
-      else ::unsetenv(name.c_str());
+  ~ScopedEnv() {  // in reverse: a name listed twice gets back its value from before the first
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
     }
   }
 
@@ -88,6 +88,122 @@ TEST_CASE("read_launch_info: a missing or invalid variable says which, and how t
   }
   ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
   CHECK_ERROR(parallel::init_process_group("gloo"), "backend", "ring", "nccl", "gloo");
+}
+
+namespace {
+
+// Every launcher variable read_launch_info knows, unset: each test below sets only its launcher's.
+std::vector<std::pair<std::string, const char*>> no_launcher() {
+  std::vector<std::pair<std::string, const char*>> vars;
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "RINGGRAD_TIMEOUT",
+        "TORCHELASTIC_USE_AGENT_STORE"})
+    vars.emplace_back(name, nullptr);
+  return vars;
+}
+
+std::vector<std::pair<std::string, const char*>> with(std::vector<std::pair<std::string, const char*>> vars,
+                                                      std::vector<std::pair<std::string, const char*>> set) {
+  for (auto& [name, value] : set) vars.emplace_back(name, value);  // later entries win in ScopedEnv
+  return vars;
+}
+
+}  // namespace
+
+TEST_CASE("read_launch_info: Open MPI, MPICH and Slurm variables, with defaults for address and port", "[ring]") {
+  {
+    ScopedEnv env(with(no_launcher(), {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+    const parallel::LaunchInfo info = read_launch_info({});
+    CHECK(info.rank == 1);
+    CHECK(info.world_size == 2);
+    CHECK(info.local_rank == 1);
+    CHECK(info.master_addr == "127.0.0.1");
+    CHECK(info.master_port == 29500);
+    CHECK(info.launcher == "Open MPI");
+  }
+  {
+    ScopedEnv env(with(no_launcher(), {{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"},
+                                       {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "4242"}}));
+    const parallel::LaunchInfo info = read_launch_info({});
+    CHECK(info.rank == 3);
+    CHECK(info.world_size == 4);
+    CHECK(info.local_rank == 1);
+    CHECK(info.master_addr == "10.1.2.3");
+    CHECK(info.master_port == 4242);
+  }
+  {
+    ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                                       {"SLURM_JOB_NODELIST", "gpu[007-010,12],login1"}}));
+    const parallel::LaunchInfo info = read_launch_info({});
+    CHECK(info.rank == 5);
+    CHECK(info.world_size == 8);
+    CHECK(info.local_rank == 1);
+    CHECK(info.master_addr == "gpu007");
+    CHECK(info.master_port == 29500);
+    CHECK(info.launcher == "Slurm");
+  }
+}
+
+TEST_CASE("read_launch_info: launchers nest in a fixed order, and rank and size never mix families", "[ring]") {
+  // srun running mpirun running torchrun: the innermost launcher (the one that set RANK) wins.
+  ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "1"},
+                                     {"OMPI_COMM_WORLD_SIZE", "2"}, {"RANK", "3"}, {"WORLD_SIZE", "4"},
+                                     {"MASTER_PORT", "29501"}}));
+  CHECK(read_launch_info({}).rank == 3);
+  CHECK(read_launch_info({}).world_size == 4);
+  {
+    ScopedEnv no_rank(with({}, {{"RANK", nullptr}, {"WORLD_SIZE", nullptr}}));
+    CHECK(read_launch_info({}).rank == 1);  // then Open MPI, before Slurm
+    CHECK(read_launch_info({}).world_size == 2);
+    ScopedEnv half(with({}, {{"OMPI_COMM_WORLD_SIZE", nullptr}}));
+    CHECK_ERROR(read_launch_info({}), "OMPI_COMM_WORLD_SIZE is not set");  // not Slurm's size
+  }
+}
+
+TEST_CASE("read_launch_info: a multi-host Open MPI job needs MASTER_ADDR; Slurm node lists", "[ring]") {
+  {
+    ScopedEnv env(with(no_launcher(), {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+    CHECK_ERROR(read_launch_info({}), "several hosts", "MASTER_ADDR");
+  }
+  CHECK(parallel::first_slurm_host("node01") == "node01");
+  CHECK(parallel::first_slurm_host("node[01-04]") == "node01");
+  CHECK(parallel::first_slurm_host("a3,b[1-2]") == "a3");
+  CHECK(parallel::first_slurm_host("rack[2-3]-n[009,11]-ib") == "rack2-n009-ib");
+  CHECK_ERROR(parallel::first_slurm_host("node[01-04"), "SLURM_JOB_NODELIST", "node[01-04");
+  CHECK_ERROR(parallel::first_slurm_host(""), "SLURM_JOB_NODELIST");
+}
+
+TEST_CASE("read_launch_info: timeouts come from the code, else RINGGRAD_TIMEOUT, else 300 s and 60 s for setup",
+          "[ring]") {
+  using std::chrono::milliseconds;
+  ScopedEnv env(with(no_launcher(), {{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  CHECK(read_launch_info({}).timeout == milliseconds(300000));
+  CHECK(read_launch_info({}).setup_timeout == milliseconds(60000));
+  {
+    ScopedEnv timeout(with({}, {{"RINGGRAD_TIMEOUT", "2.5"}}));
+    CHECK(read_launch_info({}).timeout == milliseconds(2500));
+    CHECK(read_launch_info({}).setup_timeout == milliseconds(2500));
+    // Code wins, as with every other field; a timeout set in code also bounds setup.
+    const parallel::LaunchInfo coded = read_launch_info(InitOptions().with_timeout(milliseconds(9000)));
+    CHECK(coded.timeout == milliseconds(9000));
+    CHECK(coded.setup_timeout == milliseconds(9000));
+    const parallel::LaunchInfo both =
+        read_launch_info(InitOptions().with_timeout(milliseconds(9000)).with_setup_timeout(milliseconds(700)));
+    CHECK(both.setup_timeout == milliseconds(700));
+  }
+  for (const char* bad : {"0", "-3", "abc", "10s", "", "1e99", "nan"}) {
+    ScopedEnv timeout(with({}, {{"RINGGRAD_TIMEOUT", bad}}));
+    INFO("RINGGRAD_TIMEOUT=" << bad);
+    if (*bad == '\0') {
+      CHECK(read_launch_info({}).timeout == milliseconds(300000));  // empty counts as unset
+    } else {
+      CHECK_ERROR(read_launch_info({}), "RINGGRAD_TIMEOUT", "seconds", bad);
+    }
+  }
 }
 
 TEST_CASE("a group of one: every collective leaves the value a single rank implies", "[ring]") {

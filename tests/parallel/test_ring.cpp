@@ -10,12 +10,26 @@
 #include <set>
 #include <string>
 
+#include "parallel/socket.h"
 #include "spawn_ranks.h"
 
 using ringgrad::test::all_output;
 using ringgrad::test::all_succeeded;
 using ringgrad::test::JobResult;
 using ringgrad::test::spawn_ranks;
+using ringgrad::test::TempDir;
+
+// The number after "error after " in a worker's output: how long it took that rank to fail.
+long long error_after_ms(const std::string& output) {
+  const size_t at = output.find("error after ");
+  return at == std::string::npos ? -1 : std::stoll(output.substr(at + 12));
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 namespace {
 
@@ -98,4 +112,78 @@ TEST_CASE("ring: ranks that disagree on a tensor's size get an error naming both
     named = named || (r.output.find("expected") != std::string::npos && r.output.find("bytes") != std::string::npos);
   }
   CHECK(named);
+}
+
+TEST_CASE("ring: a stopped rank 0 fails the others once, within the timeout plus a short diagnostic limit", "[ring]") {
+  // SIGSTOP keeps rank 0's sockets, shared memory -- and the store it serves -- open but silent. The
+  // survivor times out in the all-reduce; asking the store who failed first must not then cost a
+  // second full timeout.
+  const TempDir dir;
+  const JobResult job = spawn_ranks(2, kWorker, {"stop", "shm"},
+                                    {{"VICTIM", "0"}, {"TIMEOUT_MS", "8000"}, {"PID_DIR", dir.str()}},
+                                    std::chrono::seconds(40));
+  INFO(all_output(job));
+  CHECK_FALSE(job.timed_out);
+  CHECK(job.ranks[1].exit_code == 3);
+  CHECK(job.ranks[1].output.find("rank 0") != std::string::npos);
+  const long long took = error_after_ms(job.ranks[1].output);
+  CHECK(took >= 7500);
+  CHECK(took < 14000);  // before: 16 s and more, the store's get waiting a whole timeout again
+}
+
+TEST_CASE("ring: a silent client at a ring listener is dropped after a few seconds and setup goes on", "[ring]") {
+  const JobResult job = spawn_ranks(2, kWorker, {"intruder", "tcp"},
+                                    {{"VICTIM", "1"}, {"TIMEOUT_MS", "30000"}, {"RINGGRAD_JOB_TOKEN", "secret-7"}},
+                                    std::chrono::seconds(40));
+  INFO(all_output(job));
+  CHECK(all_succeeded(job, true));
+  CHECK(job.ranks[1].output.find("a silent client connected") != std::string::npos);
+  CHECK(job.ranks[0].output.find("closed a connection from 127.0.0.1") != std::string::npos);
+  CHECK(job.seconds < 20);  // the silent client's 5 s, not the 30 s setup deadline
+}
+
+TEST_CASE("ring: a rank that never arrives is reported while waited for, then named at the deadline", "[ring]") {
+  const int absent = GENERATE(0, 1);
+  const JobResult job =
+      spawn_ranks(2, kWorker, {"absent", "auto"}, {{"VICTIM", std::to_string(absent)}, {"TIMEOUT_MS", "6500"}},
+                  std::chrono::seconds(30));
+  INFO(all_output(job));
+  CHECK_FALSE(job.timed_out);
+  const std::string& waiting = job.ranks[1 - absent].output;
+  CHECK(job.ranks[1 - absent].exit_code == 3);
+  const long long took = error_after_ms(waiting);
+  CHECK(took >= 6000);
+  CHECK(took < 12000);
+  if (absent == 1) {
+    // Rank 0 serves the store: it knows who joined, and says so before the deadline.
+    CHECK(waiting.find("rendezvous: 1 of 2 ranks joined; waiting for rank 1 at 127.0.0.1:") != std::string::npos);
+    CHECK(waiting.find("rendezvous timed out") != std::string::npos);
+  } else {
+    // Rank 1 cannot even reach the store.
+    CHECK(waiting.find("rendezvous: waiting for rank 0's store at 127.0.0.1:") != std::string::npos);
+    CHECK(waiting.find("could not connect") != std::string::npos);
+  }
+}
+
+TEST_CASE("ring: without RINGGRAD_JOB_TOKEN rank 0 warns once that the job is not authenticated", "[ring]") {
+  const bool token = GENERATE(false, true);
+  std::vector<std::pair<std::string, std::string>> env = {{"RINGGRAD_JOB_TOKEN", token ? "t0k3n" : ""}};
+  const JobResult job = spawn_ranks(2, kWorker, {"one", "auto"}, env);
+  INFO(all_output(job));
+  CHECK(all_succeeded(job, true));
+  CHECK(count(job.ranks[0].output, "not authenticated") == (token ? 0u : 1u));
+  CHECK(count(job.ranks[1].output, "not authenticated") == 0u);
+}
+
+TEST_CASE("ring: under torchrun, whose agent holds MASTER_PORT, ringgrad's store takes the next port", "[ring]") {
+  // The agent's store, played by a listener that is never answered; ringgrad must not even try it.
+  const ringgrad::parallel::net::Listener agent("127.0.0.1", 0);
+  const std::string port = std::to_string(agent.port());
+  const JobResult job = spawn_ranks(
+      2, kWorker, {"one", "auto"},
+      {{"MASTER_PORT", port}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RUN_ID", "test"}},
+      std::chrono::seconds(30));
+  INFO(all_output(job));
+  CHECK(all_succeeded(job, true));
+  CHECK(job.ranks[0].output.find("uses port " + std::to_string(agent.port() + 1)) != std::string::npos);
 }

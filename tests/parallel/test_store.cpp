@@ -428,3 +428,60 @@ TEST_CASE("TCPStore: 16 clients meet through one server", "[store]") {
   CHECK(wrong == 0);
   CHECK(server.get_string("arrived") == "16");
 }
+
+TEST_CASE("TCPStore: a listener that never answers is named as such within seconds, not blamed on the token",
+          "[store]") {
+  // Something else holds the port and accepts connections (the kernel does, even for a process that
+  // is stopped) but never speaks: a store of another kind, or a SIGSTOPped rank 0.
+  net::Listener silent("127.0.0.1", 0);
+  const Clock::time_point start = Clock::now();
+  std::string message;
+  try {
+    TCPStore(TCPStoreOptions().with_port(silent.port()).with_timeout(60000ms).with_token("t"));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(ms_since(start) < 8000);  // the handshake's own limit, not the 60 s timeout
+  INFO(message);
+  CHECK(message.find("nothing answered the handshake") != std::string::npos);
+  CHECK(message.find("not a ringgrad store") != std::string::npos);
+  CHECK(message.find("stopped") != std::string::npos);
+  CHECK(message.find("token") == std::string::npos);  // what was seen, not a guess at the token
+}
+
+TEST_CASE("TCPStore: a listener that hangs up at once is reported as a refusal of this connection", "[store]") {
+  net::Listener closer("127.0.0.1", 0);
+  std::atomic<bool> stop{false};
+  std::thread hangup([&] {
+    while (!stop) {
+      net::Socket s = closer.try_accept();  // accepted, then closed by the destructor
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  const Clock::time_point start = Clock::now();
+  CHECK_ERROR(TCPStore(TCPStoreOptions().with_port(closer.port()).with_timeout(60000ms).with_token("t")),
+              "did not accept", "RINGGRAD_JOB_TOKEN", "sends one of 1 bytes");
+  CHECK(ms_since(start) < 2000);
+  stop = true;
+  hangup.join();
+}
+
+TEST_CASE("TCPStore: wait_for returns the keys still missing after its own limit, and a scoped timeout restores",
+          "[store]") {
+  TCPStore server(server_options());
+  TCPStore client(client_options(server));
+  client.set("a", "1");
+  const Clock::time_point start = Clock::now();
+  CHECK(client.wait_for({"a", "b", "c"}, 300ms) == std::vector<std::string>{"b", "c"});
+  CHECK(ms_since(start) >= 250);
+  CHECK(ms_since(start) < 1500);  // not the store's 2 s timeout
+  CHECK(client.wait_for({"a"}, 300ms).empty());
+  {
+    const ScopedStoreTimeout brief(client, 100ms);
+    CHECK(client.timeout() == 100ms);
+    const Clock::time_point t0 = Clock::now();
+    CHECK_ERROR(client.get("never"), "timed out after 100 ms");
+    CHECK(ms_since(t0) < 1000);
+  }
+  CHECK(client.timeout() == 2000ms);
+}

@@ -9,6 +9,8 @@
 #include <ringgrad/ringgrad.h>
 
 #include "parallel/ring/ring_process_group.h"
+#include "parallel/socket.h"
+#include "parallel/store.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,6 +151,45 @@ void determinism(parallel::ProcessGroup& pg) {
   std::printf("hash %016llx\n", static_cast<unsigned long long>(hash));
 }
 
+// --- helpers of the fault scenarios ---
+
+std::string pid_file(int r) { return detail::str(std::getenv("PID_DIR") ? std::getenv("PID_DIR") : "/tmp", "/rank", r, ".pid"); }
+
+void write_pid_file(int r) {
+  const std::string path = pid_file(r);
+  std::FILE* f = std::fopen((path + ".tmp").c_str(), "w");
+  std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+  std::fclose(f);
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+void kill_victim(int r) {
+  std::FILE* f = std::fopen(pid_file(r).c_str(), "r");
+  int pid = 0;
+  if (f != nullptr && std::fscanf(f, "%d", &pid) == 1 && pid > 0) ::kill(pid, SIGKILL);
+  if (f != nullptr) std::fclose(f);
+}
+
+// A stray client at rank 0's ring listener, ahead of the real peer: it joins the rendezvous in this
+// rank's name (so rank 0 goes on to build the ring and publishes its listener), connects to that
+// listener first and then says nothing, holding the connection open. Returns once connected.
+std::thread hold_silent_connection(int rank, int timeout_ms) {
+  auto store = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
+                                                        .with_host("127.0.0.1")
+                                                        .with_port(std::atoi(std::getenv("MASTER_PORT")))
+                                                        .with_timeout(std::chrono::milliseconds(timeout_ms))
+                                                        .with_token(parallel::net::job_token()));
+  store->set("rendezvous/joined/" + std::to_string(rank), "intruder");
+  const std::string address = store->get_string("ring/tcp/0");
+  const size_t colon = address.rfind(':');
+  auto socket = std::make_shared<parallel::net::Socket>(
+      parallel::net::connect_to(address.substr(0, colon), std::stoi(address.substr(colon + 1)),
+                                parallel::net::deadline_in(std::chrono::seconds(10)), "intruder"));
+  std::printf("rank %d: a silent client connected to rank 0's ring listener at %s\n", rank, address.c_str());
+  std::fflush(stdout);
+  return std::thread([socket, store] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,9 +198,21 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");
   const int victim = std::getenv("VICTIM") ? std::atoi(std::getenv("VICTIM")) : 1;
   const int timeout_ms = std::getenv("TIMEOUT_MS") ? std::atoi(std::getenv("TIMEOUT_MS")) : 30000;
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed_ms = [&start] {
+    return static_cast<long long>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+  };
+  std::thread intruder;
   try {
-    auto pg = parallel::init_process_group(
-        "ring", parallel::InitOptions().with_transport(transport).with_timeout(std::chrono::milliseconds(timeout_ms)));
+    if (scenario == "absent" && rank == victim) {
+      std::printf("rank %d: not joining\n", rank);  // a rank that was never started
+      return 0;
+    }
+    if (scenario == "intruder" && rank == victim) intruder = hold_silent_connection(rank, timeout_ms);
+    auto options = parallel::InitOptions().with_transport(transport);
+    if (std::getenv("TIMEOUT_MS")) options.with_timeout(std::chrono::milliseconds(timeout_ms));
+    auto pg = parallel::init_process_group("ring", options);
     const auto ring = std::static_pointer_cast<parallel::RingProcessGroup>(pg);
     std::printf("rank %d transport %s\n", rank, ring->transport_name());
     if (scenario == "collectives") {
@@ -172,6 +226,29 @@ int main(int argc, char** argv) {
         if (rank == victim && step == 5) ::kill(::getpid(), SIGKILL);
         pg->all_reduce(t, RedOp::Avg)->wait();
       }
+    } else if (scenario == "stop") {
+      // The victim is stopped (SIGSTOP, as Ctrl-Z does), not killed: its sockets and shared memory stay
+      // open and it still "exists", so only deadlines can tell. It leaves its pid for the survivors,
+      // who kill it once they have failed (the test itself never waits for it).
+      Tensor t = ones({1 << 10});
+      for (int step = 0; step < 1000; ++step) {
+        if (rank == victim && step == 3) {
+          write_pid_file(victim);
+          ::kill(::getpid(), SIGSTOP);
+        }
+        try {
+          pg->all_reduce(t, RedOp::Sum)->wait();
+        } catch (const std::exception& e) {
+          std::printf("error after %lld ms: %s\n", elapsed_ms(), e.what());
+          std::fflush(stdout);
+          kill_victim(victim);
+          return 3;
+        }
+      }
+    } else if (scenario == "intruder" || scenario == "absent" || scenario == "one") {
+      Tensor t = full({1000}, 1.0);
+      pg->all_reduce(t)->wait();
+      EXPECT(element(t, 0) == pg->size(), "all_reduce: got ", element(t, 0));
     } else if (scenario == "slow") {
       // A rank that arrives late, but within the timeout, is just waited for.
       if (rank == victim) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -186,10 +263,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   } catch (const std::exception& e) {
-    std::printf("error: %s\n", e.what());
+    std::printf("error after %lld ms: %s\n", elapsed_ms(), e.what());
     std::fflush(stdout);
+    if (intruder.joinable()) intruder.detach();
     return 3;
   }
+  if (intruder.joinable()) intruder.detach();  // it only holds a connection rank 0 has dropped
   std::printf(g_failures ? "rank %d: %d failures\n" : "rank %d: ok\n", rank, g_failures);
   std::fflush(stdout);
   return g_failures ? 1 : 0;

@@ -1,0 +1,24 @@
+// parallel/rendezvous.h: the first step of every job -- all ranks meet at rank 0's store.
+//
+// Before any link is built, each rank announces itself under its own key and waits until every rank
+// has. This is where a job stalls when a rank was never started, crashed during import, or points at
+// another MASTER_ADDR/MASTER_PORT, so the wait speaks: at a slow rhythm it says how many ranks
+// joined and which are still awaited, and at the deadline it fails naming them.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "parallel/store.h"
+
+namespace ringgrad {
+namespace parallel {
+
+// Announces `rank` and waits until all `world_size` ranks have, for at most `timeout`. Progress
+// lines go to stderr ("rendezvous: 1 of 2 ranks joined; waiting for rank 1 at 127.0.0.1:29500").
+// Throws naming the missing ranks when the timeout passes.
+void rendezvous(Store& store, int rank, int world_size, const std::string& store_address,
+                std::chrono::milliseconds timeout);
+
+}  // namespace parallel
+}  // namespace ringgrad
