@@ -30,9 +30,10 @@ mode="$1"
 stage() { printf '\n==== %s\n' "$*"; }
 
 # --- 1. Debian packages -----------------------------------------------------------------------------
-# libbenchmark-dev: the Google Benchmark microbenchmarks; python3-matplotlib: bench/plot.py's PNGs.
+# libbenchmark-dev: the Google Benchmark microbenchmarks; python3-matplotlib: bench/plot.py's PNGs;
+# openmpi-bin: the test that starts a job with Open MPI's mpirun.
 packages=(build-essential cmake ninja-build libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
-          libbenchmark-dev python3-matplotlib)
+          libbenchmark-dev python3-matplotlib openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   # dpkg-query fails for a package it never heard of; a removed one still reports its status.

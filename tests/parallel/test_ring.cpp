@@ -7,6 +7,9 @@
 // on sizes -- plus a slow rank that must not fail.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -187,3 +190,25 @@ TEST_CASE("ring: under torchrun, whose agent holds MASTER_PORT, ringgrad's store
   CHECK(all_succeeded(job, true));
   CHECK(job.ranks[0].output.find("uses port " + std::to_string(agent.port() + 1)) != std::string::npos);
 }
+
+#ifdef RINGGRAD_MPIRUN_PATH
+TEST_CASE("ring: a job started by Open MPI's mpirun reads its ranks from OMPI_COMM_WORLD_*", "[ring]") {
+  // mpirun sets no RANK, WORLD_SIZE or MASTER_ADDR; only the port is passed, so parallel tests do
+  // not meet on the default 29500. The ranks' output goes through mpirun's.
+  const TempDir dir;
+  const std::string log = dir.file("mpirun.log");
+  const std::string port = std::to_string(ringgrad::test::free_port());
+  // timeout(1) bounds the run: a hang fails the test instead of stalling the suite.
+  const std::string command = "timeout -s KILL 60 " + std::string(RINGGRAD_MPIRUN_PATH) +
+                              " --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=" + port + " " + kWorker +
+                              " collectives shm > " + log + " 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(command << "\n" << output);
+  CHECK(status == 0);
+  CHECK(output.find("rank 0: ok") != std::string::npos);
+  CHECK(output.find("rank 1: ok") != std::string::npos);
+  CHECK(output.find("rank 1 transport shm") != std::string::npos);
+}
+#endif

@@ -195,7 +195,7 @@ std::thread hold_silent_connection(int rank, int timeout_ms) {
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const std::string transport = argc > 2 ? argv[2] : "auto";
-  const int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");
+  int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");  // until the group says (mpirun sets no RANK)
   const int victim = std::getenv("VICTIM") ? std::atoi(std::getenv("VICTIM")) : 1;
   const int timeout_ms = std::getenv("TIMEOUT_MS") ? std::atoi(std::getenv("TIMEOUT_MS")) : 30000;
   const auto start = std::chrono::steady_clock::now();
@@ -213,6 +213,7 @@ int main(int argc, char** argv) {
     auto options = parallel::InitOptions().with_transport(transport);
     if (std::getenv("TIMEOUT_MS")) options.with_timeout(std::chrono::milliseconds(timeout_ms));
     auto pg = parallel::init_process_group("ring", options);
+    rank = pg->rank();
     const auto ring = std::static_pointer_cast<parallel::RingProcessGroup>(pg);
     std::printf("rank %d transport %s\n", rank, ring->transport_name());
     if (scenario == "collectives") {
