@@ -4,10 +4,10 @@
 //   ./build/bench/bench_allreduce --nproc 4 --transport shm --max-bytes 64M --json allreduce.json
 //   ./build/bench/bench_allreduce --nproc 8 --backend nccl    # NCCL, one GPU per rank (needs >= 2 GPUs)
 //
-// Started by hand (not as one of its own ranks, bench_launch.h), the program launches itself --nproc
-// times as the ranks of a job (like torch.multiprocessing.spawn), waits, and then -- in the same run -- measures the
-// references that are installed: torch.distributed with gloo (bench/torch_allreduce.py, Debian's
-// python3-torch) and Open MPI's MPI_Allreduce (bench/mpi_allreduce.c, when mpicc and mpirun exist).
+// Started by hand, the program launches itself --nproc times as the ranks of a job (like
+// torch.multiprocessing.spawn); under ringrun or torchrun it is a rank of theirs (bench_launch.h).
+// Rank 0 prints the tables and then -- in the same run -- measures the references that are
+// installed: torch.distributed with gloo (bench/torch_allreduce.py, Debian's python3-torch) and Open MPI's MPI_Allreduce (bench/mpi_allreduce.c, when mpicc and mpirun exist).
 // It ends with a table of ratios against those references.
 //
 // Per size: `warmup` untimed all-reduces, then `iters` timed ones (fewer for large sizes); time is
@@ -22,12 +22,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench_launch.h"
 #include "bench_util.h"
+#include "tools/flags/flags.h"
 
 using namespace ringgrad;
 
@@ -42,33 +44,53 @@ struct Options {
   bool references = true;
 };
 
-int64_t parse_bytes(const std::string& text) {
+// "4096", "64K", "256M", "1G" -> bytes; nullopt for anything else.
+std::optional<int64_t> parse_bytes(const std::string& text) {
   const char unit = text.empty() ? 0 : text.back();
   const int64_t scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : unit == 'G' ? 1 << 30 : 1;
-  return std::stoll(scale == 1 ? text : text.substr(0, text.size() - 1)) * scale;
+  const std::optional<int64_t> n = ringgrad::cli::parse_integer<int64_t>(scale == 1 ? text : text.substr(0, text.size() - 1));
+  if (!n || *n < 1 || *n > (int64_t{16} << 30) / scale) return std::nullopt;  // 1 B .. 16 GB
+  return *n * scale;
+}
+
+// The other way: 268435456 -> "256M".
+std::string format_bytes(int64_t bytes) {
+  for (auto [unit, scale] : {std::pair{"G", int64_t{1} << 30}, std::pair{"M", int64_t{1} << 20}, std::pair{"K", int64_t{1} << 10}})
+    if (bytes % scale == 0) return std::to_string(bytes / scale) + unit;
+  return std::to_string(bytes);
 }
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--no-references") { o.references = false; continue; }
-    if (flag == "--help") {
-      std::printf("usage: bench_allreduce [--nproc N] [--transport shm|tcp|all] [--backend ring|nccl] [--min-bytes B] [--max-bytes B]\n"
-                  "                       [--warmup W] [--json FILE] [--no-references]\n");
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw Error("bench_allreduce: " + flag + " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--nproc") o.nproc = std::stoi(value);
-    else if (flag == "--transport") o.transports = value == "all" ? std::vector<std::string>{"shm", "tcp"} : std::vector<std::string>{value};
-    else if (flag == "--backend") o.transports = value == "nccl" ? std::vector<std::string>{"nccl"} : o.transports;
-    else if (flag == "--min-bytes") o.min_bytes = parse_bytes(value);
-    else if (flag == "--max-bytes") o.max_bytes = parse_bytes(value);
-    else if (flag == "--warmup") o.warmup = std::stoi(value);
-    else if (flag == "--json") o.json = value;
-    else throw Error("bench_allreduce: unknown flag " + flag);
-  }
+  std::string transport = "all", backend = "ring";
+  ringgrad::cli::FlagParser flags("bench_allreduce",
+                                  "All-reduce bandwidth and latency of the ring, next to gloo and Open MPI where installed.");
+  flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine", 1, 1024);
+  flags.add_choice("--transport", &transport, {"shm", "tcp", "all"}, "the ring's links between ranks");
+  flags.add_choice("--backend", &backend, {"ring", "nccl"}, "ringgrad's ring, or NCCL with one GPU per rank");
+  auto add_bytes = [&flags](const char* name, int64_t* target, const char* help) {
+    flags.add_custom(
+        name, "B", help, "a byte count from 1 to 16G, such as 4096, 64K, 256M or 1G",
+        [target](const std::string& text) {
+          const std::optional<int64_t> bytes = parse_bytes(text);
+          if (bytes) *target = *bytes;
+          return bytes.has_value();
+        },
+        [target] { return format_bytes(*target); });
+  };
+  add_bytes("--min-bytes", &o.min_bytes, "smallest size; each row is 4x the one before");
+  add_bytes("--max-bytes", &o.max_bytes, "largest size");
+  flags.add_int("--warmup", &o.warmup, "untimed all-reduces before each size", 0, 1000000);
+  flags.add_string("--json", &o.json, "also write the rows to this file").metavar("FILE");
+  bool no_references = false;
+  flags.add_bool("--no-references", &no_references, "skip the gloo and MPI references");
+  flags.parse(argc, argv);
+  o.references = !no_references;
+  if (backend == "nccl") o.transports = {"nccl"};
+  else if (transport != "all") o.transports = {transport};
+  if (o.min_bytes > o.max_bytes)
+    flags.exit_with_usage("--min-bytes " + std::to_string(o.min_bytes) + " is larger than --max-bytes " +
+                          std::to_string(o.max_bytes) + ": no size to measure");
   return o;
 }
 
@@ -117,23 +139,29 @@ std::vector<Row> measure(parallel::ProcessGroup& pg, const Options& o, Device de
   return rows;
 }
 
+int report(const Options& o, const std::string& results);
+
 int run_rank(const Options& o) {
   const int base_port = std::atoi(std::getenv("MASTER_PORT"));
-  std::ofstream results(std::getenv("BENCH_RESULT_FILE") ? std::getenv("BENCH_RESULT_FILE") : "/dev/null");
+  std::ostringstream results;  // rank 0's rows: "transport bytes seconds wrong"
+  bool lead = false;
   for (size_t k = 0; k < o.transports.size(); ++k) {
     // A fresh group (and store, on the next port) per transport.
     const bool nccl = o.transports[k] == "nccl";  // one GPU per rank: cuda:LOCAL_RANK
     const parallel::InitOptions init =
-        parallel::InitOptions().with_master("127.0.0.1", base_port + static_cast<int>(k)).with_transport(nccl ? "auto" : o.transports[k]);
+        parallel::InitOptions()
+            .with_master(std::getenv("MASTER_ADDR"), base_port + static_cast<int>(k))
+            .with_transport(nccl ? "auto" : o.transports[k]);
     auto pg = parallel::init_process_group(nccl ? "nccl" : "ring", init);
     const Device device = nccl ? Device::cuda(parallel::read_launch_info(init).local_rank) : Device::cpu();
     const std::vector<Row> rows = measure(*pg, o, device);
-    if (pg->rank() == 0)
+    lead = pg->rank() == 0;
+    if (lead)
       for (const Row& r : rows) results << o.transports[k] << ' ' << r.bytes << ' ' << r.seconds << ' ' << r.wrong << '\n';
     pg->barrier()->wait();
     parallel::destroy_process_group();
   }
-  return 0;
+  return lead ? report(o, results.str()) : 0;
 }
 
 // --- the launcher and the report ----------------------------------------------------------------------
@@ -153,11 +181,11 @@ std::map<std::string, std::map<int64_t, double>> parse_reference(const std::stri
   return into;
 }
 
-int report(const Options& o, const std::string& result_file) {
+int report(const Options& o, const std::string& results) {
   std::map<std::string, std::map<int64_t, double>> seconds;  // by transport, then size
   std::map<std::string, std::map<int64_t, int64_t>> wrong;
   {
-    std::ifstream in(result_file);
+    std::istringstream in(results);
     std::string name;
     int64_t bytes, w;
     double s;
@@ -201,10 +229,16 @@ int report(const Options& o, const std::string& result_file) {
       std::printf("# torch.distributed (gloo): not measured (needs /usr/bin/python3 with Debian's python3-torch)\n");
     if (bench::run_command("command -v mpicc >/dev/null && command -v mpirun >/dev/null", out) == 0) {
       const std::string exe = "/tmp/ringgrad_mpi_allreduce_" + std::to_string(::getpid());
+      // openmpi-bin alone has the mpicc wrapper but not mpi.h (libopenmpi-dev): a failed compile is
+      // a note, not a compiler error in the middle of the table.
       if (bench::run_command("mpicc -O2 -o " + exe + " " + bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/mpi_allreduce.c") +
-                                 " && mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.nproc) + " " +
-                                 exe + size_args + " 2>/dev/null; rm -f " + exe, out) == 0)
+                                 " 2>&1", out) != 0) {
+        std::printf("# MPI_Allreduce (Open MPI): not measured (mpicc cannot build bench/mpi_allreduce.c; needs Debian's libopenmpi-dev)\n");
+      } else if (bench::run_command("mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.nproc) + " " +
+                                        exe + size_args + " 2>/dev/null", out) == 0) {
         refs = parse_reference(out, refs);
+      }
+      std::remove(exe.c_str());
     } else {
       std::printf("# MPI_Allreduce (Open MPI): not measured (needs mpicc and mpirun: Debian's libopenmpi-dev, openmpi-bin)\n");
     }
@@ -245,9 +279,10 @@ int report(const Options& o, const std::string& result_file) {
 
 int main(int argc, char** argv) {
   try {
-    const Options o = parse(argc, argv);
-    if (bench::is_rank()) return run_rank(o);
-    return bench::launch_and_report("bench_allreduce", o.nproc, argv, [&](const std::string& file) { return report(o, file); });
+    Options o = parse(argc, argv);
+    if (const std::optional<int> status = bench::start_ranks_unless_in_job("bench_allreduce", o.nproc, argc, argv))
+      return *status;
+    return run_rank(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
     return 2;

@@ -3,7 +3,7 @@
 // Dispatch: ns per call of a 1-element float32 `add` without and with requires_grad (with grad the
 // call records a graph that is freed when the dropped output goes), and of `linear` forward+backward
 // on a 64x64 input. GEMM: GFLOP/s (2 N^3 / time) of `matmul` on contiguous square float32 matrices.
-// Issue 2's target: dispatch at most a quarter of PyTorch's time, judged against PyTorch measured in
+// The goal: dispatch in at most a quarter of PyTorch's time, judged against PyTorch measured in
 // the same run by bench/torch_reference.py (or, without PyTorch, against 225/375 ns: a quarter of
 // the 0.9/1.5 us PyTorch 1.13 measured on this kind of machine).
 //
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "tools/flags/flags.h"
 
 #ifndef RINGGRAD_BENCH_DIR
 #define RINGGRAD_BENCH_DIR "bench"
@@ -44,14 +45,19 @@ struct Options {
   std::string json;
 };
 
-void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: bench_dispatch [--quick] [--reps N] [--no-torch] [--python PATH] [--json FILE]\n"
-               "  --quick        fewer and shorter repetitions, no N=2048 GEMM\n"
-               "  --reps N       timed repetitions per measurement (median reported; default 7, quick 3)\n"
-               "  --no-torch     skip the PyTorch reference\n"
-               "  --python PATH  interpreter for bench/torch_reference.py (default /usr/bin/python3)\n"
-               "  --json FILE    also write the rows as JSON\n");
+Options parse(int argc, char** argv) {
+  Options opt;
+  ringgrad::cli::FlagParser flags("bench_dispatch", "Per-op dispatch overhead and CPU GEMM throughput, next to PyTorch eager.");
+  flags.add_bool("--quick", &opt.quick, "fewer and shorter repetitions, no N=2048 GEMM");
+  flags.add_int("--reps", &opt.reps, "timed repetitions per measurement, of which the median is reported", 1, 1000)
+      .default_text("7, or 3 with --quick");
+  bool no_torch = false;
+  flags.add_bool("--no-torch", &no_torch, "skip the PyTorch reference");
+  flags.add_string("--python", &opt.python, "interpreter for bench/torch_reference.py").metavar("PATH");
+  flags.add_string("--json", &opt.json, "also write the rows as JSON").metavar("FILE");
+  flags.parse(argc, argv);
+  opt.torch = !no_torch;
+  return opt;
 }
 
 // Keeps a result observable so the call producing it cannot be dropped.
@@ -146,18 +152,7 @@ double number(const std::map<std::string, std::string>& kv, const std::string& k
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--quick") opt.quick = true;
-    else if (arg == "--no-torch") opt.torch = false;
-    else if (arg == "--python" && has_value) opt.python = argv[++i];
-    else if (arg == "--json" && has_value) opt.json = argv[++i];
-    else if (arg == "--reps" && has_value && std::atoi(argv[i + 1]) > 0) opt.reps = std::atoi(argv[++i]);
-    else if (arg == "--help" || arg == "-h") { usage(stdout); return 0; }
-    else { std::fprintf(stderr, "bench_dispatch: bad argument '%s'\n", arg.c_str()); usage(stderr); return 2; }
-  }
+  const Options opt = parse(argc, argv);
   const int reps = opt.reps ? opt.reps : (opt.quick ? 3 : 7);
   const double min_time = opt.quick ? 0.02 : 0.05;
   const std::vector<int64_t> sizes = opt.quick ? std::vector<int64_t>{256, 1024} : std::vector<int64_t>{256, 1024, 2048};
@@ -223,7 +218,7 @@ int main(int argc, char** argv) {
     const double linear_med = bench::median(linear_ns);
     const double pt_add = number(pt, "add_nograd_ns"), pt_add_grad = number(pt, "add_grad_ns");
     const double pt_linear = number(pt, "linear_fwd_bwd_ns");
-    // Without PyTorch in this run, the issue's quarter of 0.9 / 1.5 us.
+    // Without PyTorch in this run, a quarter of the 0.9 / 1.5 us PyTorch 1.13 took on this kind of machine.
     const double target_add = pt.empty() ? 225.0 : pt_add / 4, target_add_grad = pt.empty() ? 375.0 : pt_add_grad / 4;
 
     bench::Table dispatch("dispatch", {{"op", "", 17, true},
@@ -267,7 +262,7 @@ int main(int argc, char** argv) {
     if (!pt.empty()) std::printf("# pytorch blas: %s\n", pt["blas"].c_str());
     std::printf("# times: median over reps of the time per call in a loop of >= %g s; warm-up not timed\n", min_time);
     std::printf("#\n# dispatch: ratio = ringgrad/pytorch time, < 1 is faster than PyTorch; target = 1/4 of %s\n",
-                pt.empty() ? "PyTorch's 0.9/1.5 us (issue 2)" : "PyTorch measured in this run");
+                pt.empty() ? "PyTorch 1.13's 0.9/1.5 us on this kind of machine" : "PyTorch measured in this run");
     std::printf("# grad=yes: inputs require grad, each call records a graph that is freed with its dropped output;\n"
                 "# linear f+b: y = linear(x, W, b) with x, W (64x64), b (64) requiring grad, sum(y).backward(),\n"
                 "# grads reset to undefined each call; #wrong: results differing from a naive double computation\n#\n");

@@ -4,8 +4,8 @@
 // GFLOP/s = 2*M*N*K / time. GPU times come from cudaEvents around `iters` back-to-back launches on
 // one stream, after `warmup` untimed launches; the median of `reps` such loops is reported. The CPU
 // is timed with bench::time_per_call, only for products of at most --cpu-max-gflop GFLOP (the 4096^3
-// ones take seconds each on the CPU). Issue 3/8's first target: native >= 80% of cuBLAS at 4096^3;
-// the H200's float32 (non-tensor) peak is ~67 TFLOP/s.
+// ones take seconds each on the CPU). The goal: native >= 80% of cuBLAS at 4096^3; the H200's
+// float32 (non-tensor) peak is ~67 TFLOP/s.
 //
 // Every result is checked: native against cuBLAS, and cuBLAS against the CPU where the CPU ran, with
 // a tolerance growing with k; the last column counts wrong elements, and any wrong result exits 1.
@@ -20,11 +20,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "tools/flags/flags.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
@@ -49,18 +51,45 @@ struct Options {
   std::string impl = "both";     // --impl: native, cublas or both (one alone: for a profiler)
 };
 
-void usage(FILE* out) {
-  std::fprintf(out,
-               "usage: bench_gemm_cuda [--quick] [--shape M,N,K] [--impl native|cublas|both] [--reps N] [--iters N]\n"
-               "                       [--cpu-max-gflop X] [--json FILE]\n"
-               "  --quick            square shapes up to 2048 only, fewer repetitions\n"
-               "  --shape M,N,K      one NN product of that shape instead of the list\n"
-               "  --impl WHICH       time ringgrad's kernel (native), cuBLAS's, or both (default both); one\n"
-               "                     alone launches nothing else, for ncu --launch-count 1\n"
-               "  --reps N           timed loops per measurement (median reported; default 5)\n"
-               "  --iters N          launches per timed loop (default 10)\n"
-               "  --cpu-max-gflop X  time the CPU only for products of at most X GFLOP (default 2.5)\n"
-               "  --json FILE        also write the rows as JSON\n");
+Options parse(int argc, char** argv) {
+  Options opt;
+  ringgrad::cli::FlagParser flags("bench_gemm_cuda",
+                                  "float32 GEMM throughput: ringgrad's CUDA kernel against cuBLAS and the CPU backend.");
+  flags.add_bool("--quick", &opt.quick, "square shapes up to 2048 only, fewer repetitions");
+  flags.add_custom(
+      "--shape", "M,N,K", "one NN product of that shape instead of the list", "three positive integers M,N,K",
+      [&opt](const std::string& text) {
+        int64_t mnk[3];
+        size_t begin = 0;
+        for (int i = 0; i < 3; ++i) {
+          const size_t comma = i < 2 ? text.find(',', begin) : text.size();
+          if (comma == std::string::npos) return false;
+          const std::optional<int64_t> v = ringgrad::cli::parse_integer<int64_t>(text.substr(begin, comma - begin));
+          if (!v || *v < 1 || *v > (int64_t{1} << 20)) return false;
+          mnk[i] = *v;
+          begin = comma + 1;
+        }
+        for (int i = 0; i < 3; ++i) opt.shape[i] = mnk[i];
+        return true;
+      },
+      [&opt] {
+        return opt.shape[0] == 0 ? std::string()
+                                 : std::to_string(opt.shape[0]) + "," + std::to_string(opt.shape[1]) + "," +
+                                       std::to_string(opt.shape[2]);
+      });
+  flags.add_choice("--impl", &opt.impl, {"native", "cublas", "both"},
+                   "time ringgrad's kernel (native), cuBLAS's, or both; one alone launches nothing else, for ncu "
+                   "--launch-count 1");
+  flags.add_int("--reps", &opt.reps, "timed loops per measurement, of which the median is reported", 1, 100000)
+      .default_text("5, or 3 with --quick");
+  flags.add_int("--iters", &opt.iters, "launches per timed loop", 1, 1000000).default_text("10, or 5 with --quick");
+  flags.add_double("--cpu-max-gflop", &opt.cpu_max_gflop, "time the CPU only for products of at most X GFLOP", 0.0,
+                   1e6);
+  flags.add_string("--json", &opt.json, "also write the rows as JSON").metavar("FILE");
+  flags.parse(argc, argv);
+  if (opt.quick && !flags.was_set("--reps")) opt.reps = 3;
+  if (opt.quick && !flags.was_set("--iters")) opt.iters = 5;
+  return opt;
 }
 
 struct Shape {
@@ -115,42 +144,7 @@ double gpu_ms_per_call(F&& fn, cudaStream_t stream, const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--quick") {
-      opt.quick = true, opt.reps = 3, opt.iters = 5;
-    } else if (arg == "--reps" && has_value) {
-      opt.reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--iters" && has_value) {
-      opt.iters = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--cpu-max-gflop" && has_value) {
-      opt.cpu_max_gflop = std::atof(argv[++i]);
-    } else if (arg == "--json" && has_value) {
-      opt.json = argv[++i];
-    } else if (arg == "--shape" && has_value) {
-      long long m = 0, n = 0, k = 0;
-      char tail = 0;
-      if (std::sscanf(argv[++i], "%lld,%lld,%lld%c", &m, &n, &k, &tail) != 3 || m <= 0 || n <= 0 || k <= 0) {
-        std::fprintf(stderr, "bench_gemm_cuda: --shape expected M,N,K (positive), got '%s'\n", argv[i]);
-        return 2;
-      }
-      opt.shape[0] = m, opt.shape[1] = n, opt.shape[2] = k;
-    } else if (arg == "--impl" && has_value) {
-      opt.impl = argv[++i];
-      if (opt.impl != "native" && opt.impl != "cublas" && opt.impl != "both") {
-        std::fprintf(stderr, "bench_gemm_cuda: --impl expected native, cublas or both, got '%s'\n", opt.impl.c_str());
-        return 2;
-      }
-    } else if (arg == "--help" || arg == "-h") {
-      usage(stdout);
-      return 0;
-    } else {
-      usage(stderr);
-      return 2;
-    }
-  }
+  const Options opt = parse(argc, argv);
 
   try {
     if (rg::cuda_device_count() == 0) {
@@ -161,7 +155,7 @@ int main(int argc, char** argv) {
     RINGGRAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     RINGGRAD_CUDA_CHECK(cudaSetDevice(0));
 
-    // The MLP of issue 3/8 (784-4096-4096-10, batch 4096) and a small one (784-1024, batch 256):
+    // A large MLP (784-4096-4096-10, batch 4096) and a small one (784-1024, batch 256):
     // forward y = x W^T (NT), backward dx = dy W (NN) and dW = dy^T x (TN).
     std::vector<Shape> shapes = {
         {"square", 1024, 1024, 1024, false, false},

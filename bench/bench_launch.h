@@ -1,95 +1,108 @@
-// bench/bench_launch.h: a benchmark that starts itself as the ranks of a job, like
-// torch.multiprocessing.spawn -- so one command measures a multi-process run.
+// bench/bench_launch.h: a multi-process benchmark runs as a rank of the job it is in, or, started
+// by hand, starts that job itself -- like torch.multiprocessing.spawn, so one command measures a
+// multi-process run.
 //
-// launch_ranks() runs this same program `nproc` times with RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a MASTER_PORT set, plus BENCH_RESULT_FILE (a file rank 0
-// writes its results to, for the parent to report), and waits for all of them.
+//   ./build/bench/bench_allreduce --nproc 4             # starts 4 ranks of itself
+//   ringrun --nproc-per-node 4 ./build/bench/bench_allreduce   # is one of ringrun's 4 ranks
+//
+// A process is in a job when RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are all set: ringrun,
+// torchrun, SLURM/MPI wrappers and this file's own launch set them. Its ranks run the benchmark
+// and rank 0 prints the report. The launch is tools/launch/launcher.h, the one ringrun uses: the
+// first rank to fail is named, and the others get SIGTERM (and SIGCONT, for a stopped rank), then
+// SIGKILL of their whole process group when they are still there after the grace period.
 #pragma once
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <csignal>
-
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
-#include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "launch/launcher.h"
 
 namespace bench {
 
-// A rank is a process this launcher started: it always sets BENCH_RESULT_FILE. (Not RANK: a user may
-// run the benchmark from a shell inside torchrun or SLURM, where RANK is already set.)
-inline bool is_rank() { return std::getenv("BENCH_RESULT_FILE") != nullptr; }
+// The job this process is a rank of, from the environment; `launcher` is RINGGRAD_LAUNCHER (who
+// started it), empty when the launcher does not say (torchrun, SLURM).
+struct JobEnvironment {
+  int rank = 0;
+  int world_size = 1;
+  std::string launcher;
+};
 
-// Returns the worst exit status of the ranks (0: all succeeded). When one rank fails, the others
-// are stopped (SIGTERM) rather than left waiting in a collective for the process group's timeout.
-inline int launch_ranks(int nproc, char** argv, const std::string& result_file) {
-  const int port = 20000 + static_cast<int>(::getpid() % 20000);
-  // The variables the launcher sets replace any the caller exported: getenv returns the first
-  // match, so an inherited WORLD_SIZE=3 would otherwise win and the ranks would wait for a third.
-  const std::vector<std::string> ours = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                         "MASTER_PORT", "BENCH_RESULT_FILE"};
-  std::vector<std::string> inherited;
-  for (char** e = environ; *e; ++e) {
-    const std::string kv = *e;
-    const std::string key = kv.substr(0, kv.find('='));
-    if (std::find(ours.begin(), ours.end(), key) == ours.end()) inherited.push_back(kv);
-  }
-  std::vector<pid_t> pids;
-  auto stop_all = [&pids] {
-    for (pid_t pid : pids) ::kill(pid, SIGTERM);
-  };
-  for (int rank = 0; rank < nproc; ++rank) {
-    std::vector<std::string> env = inherited;
-    for (const std::string& kv :
-         {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(nproc),
-          "LOCAL_WORLD_SIZE=" + std::to_string(nproc), std::string("MASTER_ADDR=127.0.0.1"),
-          "MASTER_PORT=" + std::to_string(port), "BENCH_RESULT_FILE=" + result_file})
-      env.push_back(kv);
-    std::vector<char*> envp;
-    for (std::string& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    pid_t pid = -1;
-    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) {
-      stop_all();
-      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
-      throw std::runtime_error("cannot start rank " + std::to_string(rank));
-    }
-    pids.push_back(pid);
-  }
-  int worst = 0;
-  for (size_t left = pids.size(); left > 0;) {
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);  // whichever rank ends first
-    if (pid < 0) break;
-    if (std::find(pids.begin(), pids.end(), pid) == pids.end()) continue;  // not one of ours
-    --left;
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    if (code != 0 && worst == 0) stop_all();  // the first failure: the others cannot finish
-    worst = std::max(worst, code);
-  }
-  return worst;
+inline std::optional<JobEnvironment> job_from_environment() {
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+    if (std::getenv(name) == nullptr || *std::getenv(name) == '\0') return std::nullopt;
+  JobEnvironment job;
+  job.rank = std::atoi(std::getenv("RANK"));
+  job.world_size = std::atoi(std::getenv("WORLD_SIZE"));
+  const char* launcher = std::getenv("RINGGRAD_LAUNCHER");
+  job.launcher = launcher != nullptr ? launcher : "";
+  return job;
 }
 
-// The parent's side of a multi-process benchmark: start the ranks with a fresh result file, and
-// once all of them succeeded, hand the file to `report`; the file is removed afterwards. Returns
-// the first failing rank's status, else report's.
-inline int launch_and_report(const std::string& name, int nproc, char** argv,
-                             const std::function<int(const std::string& result_file)>& report) {
-  const std::string result_file = "/tmp/ringgrad_" + name + "_" + std::to_string(::getpid()) + ".txt";
-  std::remove(result_file.c_str());
-  const int status = launch_ranks(nproc, argv, result_file);
-  const int rc = status != 0 ? status : report(result_file);
-  if (status != 0) std::fprintf(stderr, "%s: a rank failed (status %d)\n", name.c_str(), status);
-  std::remove(result_file.c_str());
-  return rc;
+// Whether `flag` is on the command line, as "--flag value" or "--flag=value".
+inline bool flag_given(int argc, char** argv, const std::string& flag) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg == flag || arg.rfind(flag + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+// This program again, with the same arguments: what its ranks run.
+inline std::vector<std::string> this_program(int argc, char** argv) {
+  std::vector<std::string> command = {"/proc/self/exe"};
+  command.insert(command.end(), argv + 1, argv + argc);
+  return command;
+}
+
+// Starts `nproc` ranks of `command` on this machine (a free port on 127.0.0.1; `extra_env` added
+// to each) and waits for them. Returns the exit status launcher.h describes: 0, or the first failure's.
+inline int launch_ranks(const std::string& name, int nproc, std::vector<std::string> command,
+                        std::vector<std::string> extra_env = {}) {
+  ringgrad::launch::JobOptions job;
+  job.name = name;
+  job.command = std::move(command);
+  job.nproc_per_node = nproc;
+  job.master_port = 0;
+  job.grace_ms = 3000;
+  job.prefix_output = false;  // rank 0's table reads as the benchmark's own output
+  job.extra_env = std::move(extra_env);
+  return ringgrad::launch::run_job(job);
+}
+
+// What a benchmark's main() asks first. Outside a job: starts `nproc` ranks of this program and
+// returns their exit status. Inside one: sets `nproc` to its WORLD_SIZE (an explicit `nproc_flag`
+// that disagrees is an error: returns 2) and returns nullopt -- the caller runs as a rank. Says on
+// stdout which it did, once (the benchmark's own ranks stay quiet about it).
+inline std::optional<int> start_ranks_unless_in_job(const std::string& name, int& nproc, int argc, char** argv,
+                                                    const std::string& nproc_flag = "--nproc") {
+  const std::optional<JobEnvironment> job = job_from_environment();
+  if (!job) {
+    std::printf("%s: starting %d ranks\n", name.c_str(), nproc);
+    const int status = launch_ranks(name, nproc, this_program(argc, argv));
+    if (status != 0)
+      std::fprintf(stderr, "%s: the job ended with exit status %d; the reason is above\n", name.c_str(), status);
+    return status;
+  }
+  const std::string whose = job->launcher.empty()
+                                ? "the job in the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+                                : "the job " + job->launcher + " started";
+  if (flag_given(argc, argv, nproc_flag) && nproc != job->world_size) {
+    // Every rank says it: whichever exits first ends the job, perhaps before rank 0 has printed.
+    std::fprintf(stderr, "%s: %s %d conflicts with WORLD_SIZE=%d of %s; leave %s out to use the job's %d ranks\n",
+                 name.c_str(), nproc_flag.c_str(), nproc, job->world_size, whose.c_str(), nproc_flag.c_str(),
+                 job->world_size);
+    return 2;
+  }
+  nproc = job->world_size;
+  if (job->rank == 0 && job->launcher != name) {
+    std::printf("%s: running as rank 0 of %d of %s\n", name.c_str(), job->world_size, whose.c_str());
+    std::fflush(stdout);
+  }
+  return std::nullopt;
 }
 
 }  // namespace bench

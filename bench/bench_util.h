@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "bench_commit.h"  // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
+#include "nn/file_io.h"       // write_output: results are replaced atomically, like checkpoints
 
 namespace bench {
 
@@ -153,6 +155,19 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// Writes a result file the way the library writes checkpoints (nn/file_io.h): a temporary beside it,
+// renamed over it, through symlinks, refusing a FIFO, device or directory -- so an interrupted run
+// never leaves half a JSON behind. On failure prints why on stderr and returns false.
+inline bool write_output(const std::string& path, const std::string& bytes) {
+  try {
+    ringgrad::nn::write_file_atomically("writing results", path, bytes);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return false;
+  }
+}
+
 // Writes {"program": ..., "run": {key: value ...}, "rows": [...]} to `path`; false on failure.
 inline bool write_json(const std::string& path, const std::string& program,
                        const std::vector<std::pair<std::string, std::string>>& run,
@@ -164,10 +179,7 @@ inline bool write_json(const std::string& path, const std::string& program,
   bool first = true;
   for (const Table* t : tables) t->append_json(out, first);
   out += "\n]}\n";
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) return false;
-  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-  return std::fclose(f) == 0 && ok;
+  return write_output(path, out);
 }
 
 // Runs `command` through /bin/sh; its stdout goes to `output`. Returns the exit status (127: the

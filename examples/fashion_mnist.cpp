@@ -3,13 +3,15 @@
 //   ./build/examples/fashion_mnist --epochs 15 --optimizer sgd --save run.ckpt
 //   ./build/examples/fashion_mnist --resume run.ckpt --save run.ckpt   # continue after a crash
 //   (--stop-after N ends the first run after N epochs, to try it: the resumed run prints the same
-//   numbers, bit for bit, as one that never stopped)
+//   numbers, bit for bit, as one that never stopped; the checkpoint records --epochs, --batch-size,
+//   --lr, --optimizer, --hidden and --seed, so --resume needs none of them, and refuses a different one)
 //   ./build/examples/fashion_mnist --dp cpu:0,cpu:1                    # DataParallel on two devices
 //   ./build/tools/ringrun --nproc-per-node 2 ./build/examples/fashion_mnist --ddp   # DDP, 2 processes
 //
 // The model is a user-defined module (nn::Cloneable + reset(), see nn/module.h) so its layers are
-// typed members: model->fc1->weight. Each epoch prints loss, accuracy, samples/s and time left;
-// the end prints the test accuracy. With --save, a training checkpoint (weights, optimizer state,
+// typed members: model->fc1->weight. Each epoch prints loss, accuracy, samples/s and time left
+// (and, when it takes longer than --progress-every seconds, a progress line meanwhile); the end
+// prints the test accuracy. --help lists every flag. With --save, a training checkpoint (weights, optimizer state,
 // epoch, RNG) is written after every epoch, atomically; --resume continues bitwise where it left.
 // Exit status: 0, or 1 when --target is given and the test accuracy falls short of it.
 //
@@ -32,10 +34,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "progress.h"
+#include "tools/flags/flags.h"
 
 using namespace ringgrad;
 
@@ -44,7 +50,7 @@ namespace {
 struct Args {
   int64_t epochs = 15;
   int64_t batch_size = 128;
-  double lr = -1;  // default depends on the optimizer
+  double lr = 0;  // unless given (or restored): 0.05 for sgd, 0.001 for adamw
   std::string optimizer = "sgd";
   int64_t hidden = 1024;
   std::string device = "cpu:0";
@@ -53,49 +59,65 @@ struct Args {
   uint64_t seed = 0;
   std::string save, resume, data_dir;
   double target = 0;  // minimum test accuracy, 0 = no check
-  int64_t stop_after = -1;  // stop after this many epochs, as if the run crashed (to try --resume)
+  int64_t stop_after = 0;  // stop after this many epochs, as if the run crashed (to try --resume); 0 = never
+  double progress_s = 5;  // seconds between progress lines inside an epoch
 };
 
-void usage() {
-  std::printf(
-      "usage: fashion_mnist [--epochs N] [--batch-size B] [--lr LR] [--optimizer sgd|adamw] [--hidden H]\n"
-      "                     [--device cpu:K] [--seed S] [--save PATH] [--resume PATH] [--data DIR]\n"
-      "                     [--target ACC] [--stop-after EPOCHS] [--dp DEV,DEV,...] [--ddp]\n");
+void add_flags(cli::FlagParser& flags, Args& a) {
+  flags.add_int("--epochs", &a.epochs, "passes over the training set", 1, 100000);
+  flags.add_int("--batch-size", &a.batch_size, "samples per step, over all devices", 1, 60000);
+  flags.add_double("--lr", &a.lr, "peak learning rate of the cosine schedule", 0.0, 1e3)
+      .default_text("0.05 for sgd, 0.001 for adamw");
+  flags.add_choice("--optimizer", &a.optimizer, {"sgd", "adamw"}, "SGD with Nesterov momentum 0.9, or AdamW");
+  flags.add_int("--hidden", &a.hidden, "width of the two hidden layers", 1, 65536);
+  flags.add_string("--device", &a.device, "where to train: cpu:K or cuda:K").metavar("DEV");
+  flags.add_string("--dp", &a.dp, "train with DataParallel over these devices, e.g. cpu:0,cpu:1").metavar("DEV,DEV,...");
+  flags.add_bool("--ddp", &a.ddp, "DistributedDataParallel: one process per device, started by ringrun");
+  flags.add_int("--seed", &a.seed, "seed of the weights, dropout and data order");
+  flags.add_string("--save", &a.save, "write a training checkpoint here after every epoch").metavar("PATH");
+  flags.add_string("--resume", &a.resume, "continue the run saved in this checkpoint, with its flags").metavar("PATH");
+  flags.add_string("--data", &a.data_dir, "folder of the Fashion-MNIST files",
+                   data::FashionMNIST::default_dir())
+      .metavar("DIR");
+  flags.add_double("--target", &a.target, "exit 1 unless the test accuracy reaches this fraction; 0: no check", 0.0,
+                   1.0);
+  flags.add_int("--stop-after", &a.stop_after, "end after this many epochs, as if it crashed, to try --resume; 0: never",
+                0, 100000);
+  flags.add_double("--progress-every", &a.progress_s, "seconds between progress lines inside an epoch", 0.0, 3600.0);
 }
 
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      usage();
-      std::exit(0);
+// The flags that define a run: a checkpoint records them, and --resume takes them back, so that the
+// resumed run builds the same model and continues the same schedule and data order. The others
+// (--device, --save, ...) say where and how this process runs, and may change between runs.
+const std::vector<std::string> kRunFlags = {"--epochs", "--batch-size", "--lr", "--optimizer", "--hidden", "--seed"};
+const std::string kFlagKey = "flag ";  // TrainingState::extra["flag --hidden"] = "1024"
+
+// --resume PATH: the run flags recorded in the checkpoint replace the defaults; a flag also given
+// on this command line must agree. Runs before the model is built, since the model's shape is one
+// of them. Returns the flags the checkpoint recorded (none for a checkpoint of an older build).
+std::vector<std::string> restore_run_flags(cli::FlagParser& flags, const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  nn::load_safetensors(path, &metadata);
+  std::vector<std::string> found;
+  for (const std::string& name : kRunFlags) {
+    // nn/checkpoint.cpp stores TrainingState::extra[key] as the metadata entry "extra.<key>".
+    const auto it = metadata.find("extra." + kFlagKey + name);
+    if (it == metadata.end()) continue;
+    found.push_back(name);
+    const std::string& recorded = it->second;
+    if (flags.was_set(name) && flags.value(name) != recorded)
+      flags.fail("--resume " + path + ": the checkpoint was trained with " + name + " " + recorded +
+                 ", this command says " + name + " " + flags.value(name) + " (leave " + name +
+                 " out to continue the run as it was)");
+    try {
+      flags.set(name, recorded);
+    } catch (const cli::FlagError& e) {
+      const std::string why = e.what();  // "fashion_mnist: --hidden expects ...": drop the program's name
+      flags.fail("--resume " + path + ": the checkpoint's " + name + " is unusable: " +
+                 why.substr(flags.program().size() + 2));
     }
-    if (flag == "--ddp") {
-      a.ddp = true;
-      continue;
-    }
-    RINGGRAD_CHECK(i + 1 < argc, "fashion_mnist: ", flag, " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--epochs") a.epochs = std::stoll(value);
-    else if (flag == "--batch-size") a.batch_size = std::stoll(value);
-    else if (flag == "--lr") a.lr = std::stod(value);
-    else if (flag == "--optimizer") a.optimizer = value;
-    else if (flag == "--hidden") a.hidden = std::stoll(value);
-    else if (flag == "--device") a.device = value;
-    else if (flag == "--seed") a.seed = std::stoull(value);
-    else if (flag == "--save") a.save = value;
-    else if (flag == "--resume") a.resume = value;
-    else if (flag == "--data") a.data_dir = value;
-    else if (flag == "--target") a.target = std::stod(value);
-    else if (flag == "--stop-after") a.stop_after = std::stoll(value);
-    else if (flag == "--dp") a.dp = value;
-    else throw Error("fashion_mnist: unknown flag " + flag + " (see --help)");
   }
-  RINGGRAD_CHECK(a.optimizer == "sgd" || a.optimizer == "adamw", "fashion_mnist: --optimizer is sgd or adamw, got ",
-                 a.optimizer);
-  if (a.lr < 0) a.lr = a.optimizer == "sgd" ? 0.05 : 1e-3;
-  return a;
+  return found;
 }
 
 // 784 -> hidden -> hidden -> 10, ReLU fused into the first two GEMMs, dropout between layers.
@@ -161,11 +183,19 @@ void ensure_cpu_devices(const std::vector<Device>& devices) {
 
 int main(int argc, char** argv) {
   try {
-    const Args args = parse(argc, argv);
+    Args parsed;
+    cli::FlagParser flags("fashion_mnist", "Trains an MLP (784-H-H-10) on Fashion-MNIST and reports the test accuracy.");
+    add_flags(flags, parsed);
+    flags.parse(argc, argv);
+    const std::vector<std::string> restored =
+        parsed.resume.empty() ? std::vector<std::string>{} : restore_run_flags(flags, parsed.resume);
+    if (!flags.was_set("--lr") && std::find(restored.begin(), restored.end(), "--lr") == restored.end())
+      parsed.lr = parsed.optimizer == "sgd" ? 0.05 : 1e-3;
+    if (parsed.ddp && !parsed.dp.empty()) flags.fail("--dp and --ddp are alternatives, got both");
+    const Args args = parsed;
     const std::vector<Device> dp_devices = args.dp.empty() ? std::vector<Device>{} : parse_devices(args.dp);
     ensure_cpu_devices(dp_devices);
     const Device device = dp_devices.empty() ? Device::parse(args.device) : dp_devices[0];
-    RINGGRAD_CHECK(!(args.ddp && !dp_devices.empty()), "fashion_mnist: --dp and --ddp are alternatives, got both");
     // --ddp: this process is one rank of a job (RANK, WORLD_SIZE, ... from ringrun).
     std::shared_ptr<parallel::ProcessGroup> pg;
     if (args.ddp) {
@@ -218,7 +248,8 @@ int main(int argc, char** argv) {
       nn::restore_rng_state(state);
       first_epoch = state.epoch;
       for (int64_t e = 0; e < first_epoch; ++e) schedule.step();  // the schedule is a function of the epoch
-      say("# resumed from %s at epoch %lld\n", args.resume.c_str(), static_cast<long long>(first_epoch));
+      say("# resumed from %s at epoch %lld%s\n", args.resume.c_str(), static_cast<long long>(first_epoch),
+          restored.empty() ? " (the checkpoint records no flags)" : ", with the flags it was trained with");
     }
 
     const std::string where = dp    ? "DataParallel " + args.dp
@@ -235,12 +266,14 @@ int main(int argc, char** argv) {
     double test_accuracy = 0;
     parallel::DataParallelTimings phase_sum;  // --dp: per-phase time summed over all steps
     int64_t steps = 0;
+    examples::Progress progress(stdout, rank == 0, args.progress_s);
     for (int64_t epoch = first_epoch; epoch < args.epochs; ++epoch) {
       const auto epoch_start = clock::now();
       train.set_epoch(epoch);
       double loss_sum = 0;
-      int64_t correct = 0, seen = 0;
+      int64_t correct = 0, seen = 0, batches = 0;
       data::Batch batch;
+      progress.start("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(args.epochs), train.num_batches());
       while (train.next(batch)) {
         const Tensor x = batch.x.to(device), y = batch.y.to(device);
         const Tensor logits = dp ? dp->forward(x) : ddp ? ddp->forward(x) : model->forward(x);
@@ -266,7 +299,9 @@ int main(int argc, char** argv) {
         const int64_t* t = batch.y.data<int64_t>();
         for (int64_t i = 0; i < n; ++i) correct += p[i] == t[i];
         seen += n;
+        progress.update(++batches, loss_sum / static_cast<double>(seen));  // this rank's share, under --ddp
       }
+      progress.finish();
       schedule.step();
       test_accuracy = evaluate(*model, test, device);
       if (pg) {  // the epoch's statistics over all ranks' shards
@@ -291,6 +326,8 @@ int main(int argc, char** argv) {
         state.epoch = epoch + 1;
         state.step = (epoch + 1) * train.num_batches();
         nn::capture_rng_state(state);
+        for (const std::string& name : kRunFlags) state.extra[kFlagKey + name] = flags.value(name);
+        state.extra["command line"] = flags.canonical();  // for a reader of the file; --resume uses the above
         nn::save_checkpoint(args.save, *model, *opt, state);
       }
       if (epoch + 1 == args.stop_after) {
@@ -299,6 +336,7 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
+    if (first_epoch >= args.epochs) test_accuracy = evaluate(*model, test, device);  // resumed a finished run
     const double total = std::chrono::duration<double>(clock::now() - start).count();
     say("# test accuracy %.2f%% after %lld epochs in %.1f s\n", 100.0 * test_accuracy,
         static_cast<long long>(args.epochs), total);
@@ -314,6 +352,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  } catch (const cli::FlagError& e) {  // a bad combination of flags; the message names the program
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
     return 2;

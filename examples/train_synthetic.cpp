@@ -3,8 +3,10 @@
 // The data: 256 random inputs x (B = 256 rows, 8 features) and targets from a fixed random "teacher"
 // network, y = tanh(x T1^T) T2^T. The student, x -> linear 8->32 -> tanh -> linear 32->1, starts from
 // other random weights and learns to imitate the teacher by full-batch gradient descent on the mean
-// squared error. There are no nn modules or optimizers yet (issue 2/8): the parameters are plain
+// squared error. It uses no nn modules or optimizers, only autograd: the parameters are plain
 // tensors with requires_grad, and the SGD step writes through their data under NoGradGuard.
+//
+//   ./build/examples/train_synthetic [--steps N] [--lr X] [--print-every N]   (--help lists them)
 //
 // Exits 1 unless the final loss is at least 10x below the first one, so `ctest` runs it as a check.
 #include <ringgrad/ringgrad.h>
@@ -13,6 +15,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "tools/flags/flags.h"
+
 using namespace ringgrad;
 
 namespace {
@@ -20,9 +24,6 @@ namespace {
 constexpr int64_t kBatch = 256;
 constexpr int64_t kIn = 8, kHidden = 32, kOut = 1;
 constexpr int64_t kTeacherHidden = 16;
-constexpr int kSteps = 1000;
-constexpr int kPrintEvery = 100;
-constexpr float kLearningRate = 0.2f;
 
 // Weights of a layer with `fan_in` inputs, scaled by 1/sqrt(fan_in) so that activations keep unit
 // scale through the layer (tanh then neither saturates nor stays linear).
@@ -45,7 +46,17 @@ void sgd_step(const std::vector<Tensor>& params, float lr) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int steps = 1000, print_every = 100;
+  double learning_rate = 0.2;
+  cli::FlagParser flags("train_synthetic",
+                        "A two-layer network learns a fixed random teacher network by gradient descent; exits 1 "
+                        "unless the loss falls at least 10x.");
+  flags.add_int("--steps", &steps, "full-batch gradient steps", 1, 1000000);
+  flags.add_double("--lr", &learning_rate, "SGD learning rate", 0.0, 100.0);
+  flags.add_int("--print-every", &print_every, "print the loss every this many steps", 1, 1000000);
+  flags.parse(argc, argv);
+  const float lr = static_cast<float>(learning_rate);
   try {
     // --- data: inputs and the teacher's outputs, fixed for the whole run ---------------------------
     const Tensor x = randn({kBatch, kIn}, DType::f32, /*seed=*/1);
@@ -62,19 +73,19 @@ int main() {
 
     std::printf("# ringgrad %s train_synthetic: %lld -> %lld (tanh) -> %lld, %lld samples, SGD lr=%g\n",
                 RINGGRAD_VERSION_STRING, (long long)kIn, (long long)kHidden, (long long)kOut, (long long)kBatch,
-                kLearningRate);
+                lr);
     std::printf("#  step        loss\n");
 
     double first_loss = 0.0, loss_value = 0.0;
-    for (int step = 0; step <= kSteps; ++step) {
+    for (int step = 0; step <= steps; ++step) {
       const Tensor prediction = linear(tanh(linear(x, w1, b1)), w2, b2);
       const Tensor loss = mse_loss(prediction, y);
       loss_value = loss.item();
       if (step == 0) first_loss = loss_value;
-      if (step % kPrintEvery == 0) std::printf("%7d  %10.6f\n", step, loss_value);
-      if (step == kSteps) break;  // the last row only measures
+      if (step % print_every == 0 || step == steps) std::printf("%7d  %10.6f\n", step, loss_value);
+      if (step == steps) break;  // the last row only measures
       loss.backward();
-      sgd_step(params, kLearningRate);
+      sgd_step(params, lr);
     }
 
     const double ratio = first_loss / loss_value;

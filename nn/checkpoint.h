@@ -21,7 +21,8 @@
 //   nn::restore_rng_state(resumed);
 //
 // Every write goes through a temporary file that is renamed into place, so a crash mid-save leaves
-// the previous checkpoint intact.
+// the previous checkpoint intact; a symlink ("latest.ckpt") is written through to its target, and a
+// FIFO or device at the path is refused (save_safetensors in nn/safetensors.h).
 #pragma once
 
 #include <cstdint>

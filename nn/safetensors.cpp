@@ -3,24 +3,23 @@
 // The reader trusts nothing in the file. It checks the header length against the file size, parses
 // the JSON, and checks every entry -- dtype, shape, offsets, byte count -- and that the entries tile
 // the data buffer, all before it allocates a single tensor: every allocation is then bounded by the
-// size of the file itself.
+// size of the file itself. The JSON is parsed in one linear pass that refuses repeated keys and
+// deep nesting as it goes (HeaderParser), and every value quoted in an error is cut to ~100 chars.
+//
+// The writer goes through nn/file_io.h's AtomicFile: a temporary beside the target, renamed over
+// it, never over anything but a regular file.
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <set>
+#include <unordered_set>
 #include <vector>
+
+#include "nn/file_io.h"
 
 namespace ringgrad {
 namespace nn {
@@ -36,7 +35,20 @@ constexpr char kMetadataKey[] = "__metadata__";
 // The reference implementation refuses headers above 100 MB; a header that large would describe
 // millions of tensors, so anything bigger is a corrupt length field, not a real file.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-constexpr size_t kWriteBufferBytes = size_t{1} << 20;
+// The format needs three levels (the header, an entry, its shape); one more is allowed for fields
+// ringgrad ignores. Deeper is refused while parsing, before it is built: dump() recurses once per
+// level, and a header of 50 MB of '[' would overflow the stack.
+constexpr int kMaxHeaderDepth = 4;
+// How much of a string from the file an error message quotes.
+constexpr size_t kMaxQuotedChars = 100;
+
+// `s` itself when short, else its first kMaxQuotedChars bytes and its length: a message stays
+// readable when a file holds a 100 kB name or value.
+std::string bounded(const std::string& s, size_t max_chars = kMaxQuotedChars) {
+  if (s.size() <= max_chars) return s;
+  return s.substr(0, max_chars) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+std::string quoted(const json& j) { return bounded(j.dump()); }
 
 bool dtype_from_name(const std::string& name, DType* dtype) {
   static const std::pair<const char*, DType> kNames[] = {
@@ -60,9 +72,82 @@ struct Entry {
   uint64_t begin = 0, end = 0;  // byte range in the data buffer
 };
 
+// A SAX handler for json::sax_parse: nlohmann's own DOM builder does the work, and this refuses,
+// as the text streams past, what json::parse would accept silently or dangerously:
+//   a repeated key   nlohmann keeps the last of two equal keys, so "w" twice would drop a tensor
+//                    unseen (and "dtype" twice in one entry would hide which one counts)
+//   deep nesting     see kMaxHeaderDepth
+// One hash set of keys per open object: linear in the header's size.
+class HeaderParser {
+ public:
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  explicit HeaderParser(json& root) : dom_(root, /*allow_exceptions=*/false) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(number_float_t v, const string_t& text) { return dom_.number_float(v, text); }
+  bool string(string_t& v) { return dom_.string(v); }
+  bool binary(binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    if (!enter()) return false;
+    keys_.emplace_back();
+    return dom_.start_object(n);
+  }
+  bool key(string_t& k) {
+    if (!keys_.back().insert(k).second) {
+      problem_ = "the header repeats the key \"" + bounded(k) + "\"";
+      return false;
+    }
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) { return enter() && dom_.start_array(n); }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/, const json::exception& e) {
+    // nlohmann's message quotes the token it stopped in, which may be a 50 MB string.
+    problem_ = "the header is not valid JSON (" + bounded(e.what(), 3 * kMaxQuotedChars) + ")";
+    return false;
+  }
+
+  // Why sax_parse returned false.
+  const std::string& problem() const { return problem_; }
+
+ private:
+  bool enter() {
+    if (++depth_ <= kMaxHeaderDepth) return true;
+    problem_ = detail::str("the header nests arrays and objects deeper than ", kMaxHeaderDepth,
+                           " levels; a safetensors header needs 3 (the file is corrupt or not a safetensors file)");
+    return false;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::unordered_set<std::string>> keys_;
+  int depth_ = 0;
+  std::string problem_;
+};
+
 class Reader {
  public:
   explicit Reader(std::string path) : path_(std::move(path)) {}
+  ~Reader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
 
   template <typename... Args>
   [[noreturn]] void fail(const Args&... args) const {
@@ -85,61 +170,61 @@ class Reader {
   Entry parse_entry(const std::string& name, const json& value, uint64_t buffer_bytes) const {
     Entry e;
     e.name = name;
-    if (!value.is_object()) fail("tensor '", name, "': expected a JSON object, got ", value.type_name());
+    const std::string shown = bounded(name);
+    if (!value.is_object()) fail("tensor '", shown, "': expected a JSON object, got ", value.type_name());
     const auto dtype = value.find("dtype");
     const auto shape = value.find("shape");
     const auto offsets = value.find("data_offsets");
     if (dtype == value.end() || shape == value.end() || offsets == value.end())
-      fail("tensor '", name, "': expected the fields \"dtype\", \"shape\" and \"data_offsets\", got ", value.dump());
+      fail("tensor '", shown, "': expected the fields \"dtype\", \"shape\" and \"data_offsets\", got ", quoted(value));
 
-    if (!dtype->is_string()) fail("tensor '", name, "': expected \"dtype\" to be a string, got ", dtype->dump());
+    if (!dtype->is_string()) fail("tensor '", shown, "': expected \"dtype\" to be a string, got ", quoted(*dtype));
     if (!dtype_from_name(dtype->get<std::string>(), &e.dtype))
-      fail("tensor '", name, "': unsupported dtype ", dtype->dump(), " (ringgrad reads F32, F64, I64, U8 and BF16)");
+      fail("tensor '", shown, "': unsupported dtype ", quoted(*dtype), " (ringgrad reads F32, F64, I64, U8 and BF16)");
 
-    if (!shape->is_array()) fail("tensor '", name, "': expected \"shape\" to be an array, got ", shape->dump());
+    if (!shape->is_array()) fail("tensor '", shown, "': expected \"shape\" to be an array, got ", quoted(*shape));
     if (shape->size() > static_cast<size_t>(kMaxDims))
-      fail("tensor '", name, "': shape has ", shape->size(), " dimensions, ringgrad supports at most ", kMaxDims);
+      fail("tensor '", shown, "': shape has ", shape->size(), " dimensions, ringgrad supports at most ", kMaxDims);
     // numel * itemsize must fit, and so must the product with zero sizes counted as 1 (the
     // largest stride a tensor of this shape gets): an empty [0, 2^40, 2^40] is still rejected.
     const uint64_t kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     uint64_t numel = 1, span = 1;
     for (const json& d : *shape) {
       uint64_t size = 0;
-      if (!as_uint(d, &size)) fail("tensor '", name, "': expected non-negative integer sizes, got shape ", shape->dump());
-      if (size > kLimit || (size > 0 && span > kLimit / size)) fail("tensor '", name, "': shape ", shape->dump(), " overflows");
+      if (!as_uint(d, &size))
+        fail("tensor '", shown, "': expected non-negative integer sizes, got shape ", quoted(*shape));
+      if (size > kLimit || (size > 0 && span > kLimit / size))
+        fail("tensor '", shown, "': shape ", quoted(*shape), " overflows");
       span *= std::max<uint64_t>(size, 1);
       numel *= size;
       e.shape.push_back(static_cast<int64_t>(size));
     }
     const uint64_t item = static_cast<uint64_t>(dtype_size(e.dtype));
-    if (span > kLimit / item) fail("tensor '", name, "': shape ", shape->dump(), " overflows");
+    if (span > kLimit / item) fail("tensor '", shown, "': shape ", quoted(*shape), " overflows");
 
     if (!offsets->is_array() || offsets->size() != 2 || !as_uint((*offsets)[0], &e.begin) ||
         !as_uint((*offsets)[1], &e.end))
-      fail("tensor '", name, "': expected \"data_offsets\" to be [begin, end] with non-negative integers, got ",
-           offsets->dump());
-    if (e.end < e.begin) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+      fail("tensor '", shown, "': expected \"data_offsets\" to be [begin, end] with non-negative integers, got ",
+           quoted(*offsets));
+    if (e.end < e.begin) fail("tensor '", shown, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
     if (e.end > buffer_bytes)
-      fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data buffer (",
+      fail("tensor '", shown, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data buffer (",
            buffer_bytes, " bytes)");
     if (e.end - e.begin != numel * item)
-      fail("tensor '", name, "': shape ", shape->dump(), " of ", dtype->get<std::string>(), " needs ", numel * item,
+      fail("tensor '", shown, "': shape ", quoted(*shape), " of ", dtype->get<std::string>(), " needs ", numel * item,
            " bytes, but data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin);
     return e;
   }
 
   StateDict load(std::map<std::string, std::string>* metadata_out) {
     // --- the file and its length prefix ----------------------------------------------------------
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) fail("cannot open the file (", std::strerror(errno), ")");
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) fail("not a regular file");
-    const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+    uint64_t file_bytes = 0;
+    fd_ = open_regular_file("load_safetensors", path_, &file_bytes);  // refuses a FIFO without blocking
     if (file_bytes < 8)
       fail("the file is ", file_bytes, " bytes long, shorter than the 8-byte header length; it is truncated or not "
            "a safetensors file");
     unsigned char prefix[8];
-    read_at(0, prefix, 8, in);
+    read_at(0, prefix, 8);
     uint64_t header_bytes = 0;
     for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | prefix[i];
     if (header_bytes > kMaxHeaderBytes)
@@ -151,28 +236,17 @@ class Reader {
 
     // --- the JSON header -------------------------------------------------------------------------
     std::string text(header_bytes, '\0');
-    read_at(8, text.data(), header_bytes, in);
-    // nlohmann keeps the last of two equal keys; the callback sees each key first, so a duplicate
-    // ("w" twice, or "dtype" twice in one entry) is caught and rejected rather than silently dropped.
-    std::vector<std::set<std::string>> keys_at_depth;
-    std::string duplicate;
-    auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::object_start) {
-        if (keys_at_depth.size() < static_cast<size_t>(depth) + 2) keys_at_depth.resize(depth + 2);
-        keys_at_depth[depth + 1].clear();
-      } else if (event == json::parse_event_t::key && parsed.is_string() && duplicate.empty() &&
-                 static_cast<size_t>(depth) < keys_at_depth.size()) {
-        if (!keys_at_depth[depth].insert(parsed.get<std::string>()).second) duplicate = parsed.get<std::string>();
-      }
-      return true;
-    };
+    read_at(8, text.data(), header_bytes);
     json header;
+    HeaderParser parser(header);
+    bool parsed = false;
     try {
-      header = json::parse(text, on_event);
-    } catch (const json::exception& e) {
-      fail("the header is not valid JSON (", e.what(), ")");
+      parsed = json::sax_parse(text, &parser);
+    } catch (const json::exception& e) {  // not expected (errors reach parse_error), but never a crash
+      fail("the header is not valid JSON (", bounded(e.what(), 3 * kMaxQuotedChars), ")");
     }
-    if (!duplicate.empty()) fail("the header repeats the key \"", duplicate, "\"");
+    if (!parsed) fail(parser.problem().empty() ? std::string("the header is not valid JSON") : parser.problem());
+    text = std::string();  // a 100 MB header is not held twice while the tensors are read
     if (!header.is_object()) fail("the header must be a JSON object, got ", header.type_name());
 
     std::map<std::string, std::string> metadata;
@@ -182,7 +256,7 @@ class Reader {
         if (value.is_null()) continue;
         if (!value.is_object()) fail("\"__metadata__\" must be an object of strings, got ", value.type_name());
         for (const auto& [key, v] : value.items()) {
-          if (!v.is_string()) fail("\"__metadata__\" entry '", key, "' must be a string, got ", v.dump());
+          if (!v.is_string()) fail("\"__metadata__\" entry '", bounded(key), "' must be a string, got ", quoted(v));
           metadata[key] = v.get<std::string>();
         }
         continue;
@@ -200,11 +274,11 @@ class Reader {
     const Entry* previous = nullptr;
     for (const Entry* e : by_offset) {
       if (e->begin < cursor)
-        fail("tensor '", e->name, "' at bytes [", e->begin, ", ", e->end, ") overlaps tensor '", previous->name,
-             "' at [", previous->begin, ", ", previous->end, ")");
+        fail("tensor '", bounded(e->name), "' at bytes [", e->begin, ", ", e->end, ") overlaps tensor '",
+             bounded(previous->name), "' at [", previous->begin, ", ", previous->end, ")");
       if (e->begin > cursor)
         fail("bytes [", cursor, ", ", e->begin, ") of the data buffer belong to no tensor (a gap before tensor '",
-             e->name, "'); tensors must be packed");
+             bounded(e->name), "'); tensors must be packed");
       cursor = e->end;
       previous = e;
     }
@@ -216,7 +290,7 @@ class Reader {
     StateDict tensors;
     for (const Entry* e : by_offset) {
       Tensor t = empty(e->shape, TensorOptions(e->dtype).device(Device::cpu()));
-      if (e->end > e->begin) read_at(8 + header_bytes + e->begin, t.data(), e->end - e->begin, in);
+      if (e->end > e->begin) read_at(8 + header_bytes + e->begin, t.data(), e->end - e->begin);
       tensors.emplace(e->name, std::move(t));
     }
     if (metadata_out) *metadata_out = std::move(metadata);
@@ -224,74 +298,19 @@ class Reader {
   }
 
  private:
-  void read_at(uint64_t offset, void* dst, uint64_t n, std::ifstream& in) const {
-    in.seekg(static_cast<std::streamoff>(offset));
-    in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
-    if (!in || static_cast<uint64_t>(in.gcount()) != n)
-      fail("could not read ", n, " bytes at offset ", offset, " (the file changed or is unreadable)");
+  void read_at(uint64_t offset, void* dst, uint64_t n) const {
+    read_exactly("load_safetensors", path_, fd_, offset, dst, n);
   }
 
   std::string path_;
+  int fd_ = -1;
 };
 
 // --- writing -------------------------------------------------------------------------------------
 
-// A file descriptor for the temporary file, with a buffer so that small rows of a gathered view
-// do not cost one system call each. Every failure throws, naming the file and errno.
-class FileWriter {
- public:
-  FileWriter(std::string path, int fd) : path_(std::move(path)), fd_(fd) { buffer_.reserve(kWriteBufferBytes); }
-  ~FileWriter() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileWriter(const FileWriter&) = delete;
-  FileWriter& operator=(const FileWriter&) = delete;
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    if (buffer_.size() + n > kWriteBufferBytes) flush();
-    if (n >= kWriteBufferBytes) {
-      write_all(p, n);
-    } else {
-      buffer_.insert(buffer_.end(), p, p + n);
-    }
-  }
-
-  // Flushes, makes the bytes durable and closes the file.
-  void finish() {
-    flush();
-    if (::fsync(fd_) != 0) fail("fsync");
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("close");
-  }
-
- private:
-  void flush() {
-    write_all(buffer_.data(), buffer_.size());
-    buffer_.clear();
-  }
-  void write_all(const char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t done = ::write(fd_, p, n);
-      if (done < 0 && errno == EINTR) continue;
-      if (done <= 0) fail("write");
-      p += done;
-      n -= static_cast<size_t>(done);
-    }
-  }
-  [[noreturn]] void fail(const char* call) const {
-    throw Error(detail::str("save_safetensors: ", call, " to '", path_, "' failed (", std::strerror(errno), ")"));
-  }
-
-  std::string path_;
-  int fd_;
-  std::vector<char> buffer_;
-};
-
 // Writes the elements of a host tensor in row-major order: one write for dense memory, a gather
 // row by row for any other view (transposed, sliced, expanded).
-void write_tensor(FileWriter& out, const Tensor& t) {
+void write_tensor(AtomicFile& out, const Tensor& t) {
   const int64_t item = t.element_size();
   if (t.numel() == 0) return;
   const char* base = static_cast<const char*>(t.data());
@@ -313,30 +332,6 @@ void write_tensor(FileWriter& out, const Tensor& t) {
     out.write(gathered.data(), gathered.size());
     for (int64_t d = last - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
   }
-}
-
-std::string temp_path_for(const std::string& path) {
-  static std::atomic<uint64_t> counter{0};
-  uint64_t noise = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  try {
-    noise ^= static_cast<uint64_t>(std::random_device{}()) << 20;
-  } catch (...) {  // no entropy source: the clock and the counter keep names apart
-  }
-  noise += counter.fetch_add(1) * 0x9E3779B97F4A7C15ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(noise));
-  return detail::str(path, ".tmp.", ::getpid(), ".", hex);
-}
-
-// After the rename, the directory entry itself must reach the disk, or a crash can bring back
-// the old file. Best effort: some file systems do not let a directory be opened this way.
-void sync_directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  ::close(fd);
 }
 
 }  // namespace
@@ -378,27 +373,15 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   unsigned char prefix[8];
   for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  const std::string temp = temp_path_for(path);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  RINGGRAD_CHECK(fd >= 0, "save_safetensors: cannot create the temporary file '", temp, "' (", std::strerror(errno),
-                 "); does the directory exist and is it writable?");
-  try {
-    FileWriter out(temp, fd);
-    out.write(prefix, 8);
-    out.write(text.data(), text.size());
-    for (const auto& [name, t] : tensors) {
-      // One tensor on the host at a time: a model on a GPU is not copied out all at once.
-      const Tensor host = t.device().is_cpu() ? t.detach() : t.detach().to(Device::cpu());
-      write_tensor(out, host);
-    }
-    out.finish();
-    RINGGRAD_CHECK(::rename(temp.c_str(), path.c_str()) == 0, "save_safetensors: cannot rename '", temp, "' to '",
-                   path, "' (", std::strerror(errno), ")");
-  } catch (...) {
-    ::unlink(temp.c_str());
-    throw;
+  AtomicFile out("save_safetensors", path);  // refuses a FIFO, device or directory; follows symlinks
+  out.write(prefix, 8);
+  out.write(text.data(), text.size());
+  for (const auto& [name, t] : tensors) {
+    // One tensor on the host at a time: a model on a GPU is not copied out all at once.
+    const Tensor host = t.device().is_cpu() ? t.detach() : t.detach().to(Device::cpu());
+    write_tensor(out, host);
   }
-  sync_directory_of(path);
+  out.commit();  // until here, an error leaves the target as it was and removes the temporary
 }
 
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {

@@ -64,7 +64,7 @@ struct Family {
 };
 
 constexpr Family kFamilies[] = {
-    {"RANK/WORLD_SIZE (ringrun, torchrun)", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"ringrun or torchrun (RANK, WORLD_SIZE)", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
     {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
     {"MPICH/Intel MPI (PMI)", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
     {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},

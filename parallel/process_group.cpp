@@ -141,9 +141,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
     } catch (const Error& e) {
       // The one case whose cause the socket layer cannot know: torchrun holding the port.
       const bool in_use = std::string(e.what()).find("in use") != std::string::npos;
-      if (!in_use || std::getenv("TORCHELASTIC_RUN_ID") == nullptr) throw;
-      throw Error(detail::str(e.what(), " -- this process runs under torchrun, whose agent may hold that port; set "
-                              "RINGGRAD_STORE_PORT to a free port, the same on every rank"));
+      if (in_use && std::getenv("TORCHELASTIC_RUN_ID") != nullptr) {
+        throw Error(detail::str(e.what(), " -- this process runs under torchrun, whose agent may hold that port; set "
+                                "RINGGRAD_STORE_PORT to a free port, the same on every rank"));
+      }
+      if (info.rank == 0) throw;
+      throw Error(detail::str("init_process_group: rank ", info.rank, " of ", info.world_size,
+                              " (launched by ", info.launcher, ") cannot meet rank 0's store at ", address, ": ", e.what()));
     }
     rendezvous(*store, info.rank, info.world_size, address, info.setup_timeout);
   }

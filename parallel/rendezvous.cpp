@@ -42,9 +42,15 @@ void rendezvous(Store& store, int rank, int world_size, const std::string& store
   std::vector<int> missing;
   for (int r = 0; r < world_size; ++r)
     if (r != rank) missing.push_back(r);
+  // A rank that points at the right store with the wrong token never joins; the server knows.
+  const TCPStore* served = rank == 0 ? dynamic_cast<const TCPStore*>(&store) : nullptr;
   auto progress = [&] {
+    const int64_t refused = served != nullptr ? served->refused_connections() : 0;
     return detail::str(world_size - static_cast<int>(missing.size()), " of ", world_size, " ranks joined; waiting for ",
-                       name_ranks(missing), " at ", store_address);
+                       name_ranks(missing), " at ", store_address,
+                       refused > 0 ? detail::str(" (the store refused ", refused, refused == 1 ? " connection" :
+                                                 " connections", " without this job's RINGGRAD_JOB_TOKEN)")
+                                   : std::string());
   };
   net::WaitReporter reporter([&](milliseconds waited) {
     std::fprintf(stderr, "rendezvous: %s (%lld s of %lld s)\n", progress().c_str(), whole_seconds(waited),

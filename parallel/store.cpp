@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -231,6 +232,9 @@ struct Connection {
   net::Socket socket;
   bool authenticated = false;  // has presented the job token, or none is required
   bool dead = false;           // closed at the end of this poll round
+  // The client shut its sending side (or its connection broke): what it sent is still served, and
+  // the connection closes once nothing is held or left to send.
+  bool read_closed = false;
   std::vector<uint8_t> in;     // received, not yet parsed
   std::vector<uint8_t> out;    // the reply being sent
   size_t out_sent = 0;
@@ -248,6 +252,8 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
   int port() const { return listener_.port(); }
+  // Connections closed for a wrong or missing job token so far: a rendezvous that times out says so.
+  int64_t refused() const { return refused_.load(); }
 
  private:
   using ConnId = uint64_t;  // never reused, unlike fds, so a stale waiter entry cannot hit a newcomer
@@ -274,6 +280,7 @@ class StoreServer {
   std::string token_;
   int64_t max_value_bytes_;
   int wake_fd_ = -1;  // the destructor writes here to wake poll()
+  std::atomic<int64_t> refused_{0};  // written by the server thread, read by refused()
 
   // Touched by the server thread only, so they need no lock.
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
@@ -307,7 +314,9 @@ void StoreServer::run() {
     for (const auto& [id, c] : conns_) {
       // While a reply is going out, read nothing more: a client that does not read its replies
       // cannot make us buffer without limit. Hang-ups and errors are reported either way.
-      fds.push_back({c.socket.fd(), static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      // A half-closed client has nothing more to read (poll would report its EOF forever).
+      const short events = !c.out.empty() ? POLLOUT : c.read_closed ? 0 : POLLIN;
+      fds.push_back({c.socket.fd(), events, 0});
       ids.push_back(id);
     }
     if (::poll(fds.data(), fds.size(), next_timeout_ms()) < 0) {
@@ -372,13 +381,21 @@ void StoreServer::handle(ConnId id, short revents) {
   }
 }
 
-// Appends what the client has sent to c.in, at most kReadRoundBytes per round. Throws when the
-// client has closed its end -- also in the middle of a request: a truncated request is dropped.
+// Appends what the client has sent to c.in, at most kReadRoundBytes per round. When the client has
+// closed its end, marks it read_closed: the complete requests it sent before are still answered
+// (a client may send its last request and half-close), a truncated one is dropped.
 void StoreServer::receive(Connection& c) {
   for (size_t round = 0; round < kReadRoundBytes;) {
     const size_t old_size = c.in.size();
     c.in.resize(old_size + kReadChunkBytes);
-    const size_t n = c.socket.recv_some(c.in.data() + old_size, kReadChunkBytes, "TCPStore server");
+    size_t n = 0;
+    try {
+      n = c.socket.recv_some(c.in.data() + old_size, kReadChunkBytes, "TCPStore server");
+    } catch (const Error&) {
+      c.in.resize(old_size);
+      c.read_closed = true;
+      return;
+    }
     c.in.resize(old_size + n);
     if (n == 0) return;  // nothing more for now
     round += n;
@@ -408,12 +425,14 @@ bool StoreServer::authenticate(Connection& c) {
   const uint32_t n = load_u32(c.in.data());
   if (n != token_.size()) {
     c.dead = true;
+    ++refused_;
     return false;
   }
   if (c.in.size() < 4 + size_t{n}) return false;
   const std::string got(c.in.begin() + 4, c.in.begin() + 4 + n);
   if (!net::tokens_equal(got, token_)) {
     c.dead = true;
+    ++refused_;
     return false;
   }
   c.in.erase(c.in.begin(), c.in.begin() + 4 + n);
@@ -543,6 +562,7 @@ void StoreServer::expire_deadlines() {
     if (c.dead || now < c.deadline) continue;
     if (!c.authenticated) {
       c.dead = true;
+      ++refused_;
       continue;
     }
     if (!c.held) continue;
@@ -573,7 +593,9 @@ void StoreServer::unlist(ConnId id, Connection& c) {
 
 void StoreServer::close_dead() {
   for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->second.dead) {
+    Connection& c = it->second;
+    if (c.read_closed && !c.held && c.out.empty()) c.dead = true;  // everything it asked is answered
+    if (c.dead) {
       unlist(it->first, it->second);
       it = conns_.erase(it);  // the Socket closes its fd
     } else {
@@ -683,7 +705,7 @@ void TCPStore::Impl::connect(milliseconds timeout) {
   // A live store answers the handshake in microseconds, so it gets a short limit of its own rather
   // than the whole timeout: whatever stays silent that long is not a store that will answer.
   const Deadline handshake = std::min(deadline, Clock::now() + kHandshakeLimit);
-  const milliseconds handshake_ms = std::chrono::duration_cast<milliseconds>(handshake - Clock::now());
+  const milliseconds handshake_ms = std::min(kHandshakeLimit, std::chrono::ceil<milliseconds>(handshake - Clock::now()));
   const std::string ours = options.token.empty() ? "sends none" : str("sends one of ", options.token.size(), " bytes");
   uint8_t status = 0xff;
   switch (net::handshake(s, options.token, request_header(Command::Ping, {}), handshake, status)) {
@@ -766,6 +788,8 @@ TCPStore::TCPStore(const TCPStoreOptions& options) : impl_(std::make_unique<Impl
 TCPStore::~TCPStore() = default;
 
 int TCPStore::port() const { return impl_->port; }
+
+int64_t TCPStore::refused_connections() const { return impl_->server ? impl_->server->refused() : 0; }
 
 void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   const std::string what = "TCPStore set(" + quoted(key) + ")";

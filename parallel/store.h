@@ -10,7 +10,8 @@
 //   reply   : u8 status (0 ok, else error), then the command's result
 // All integers little-endian. Lengths are validated against limits BEFORE anything is allocated:
 // a key over 4 KiB, a value over max_value_bytes, or more than 1024 keys in one request is a protocol
-// error; the server answers nothing, closes that connection and carries on serving the others.
+// error; the server answers nothing, closes that connection and carries on serving the others. A
+// client that half-closes after its last request still gets every reply, then the server closes.
 #pragma once
 
 #include <algorithm>
@@ -112,6 +113,9 @@ class TCPStore : public Store {
   using Store::set;
 
   int port() const;  // the server's port (useful with port 0)
+  // On the server: connections closed so far because they did not present the job token (a wrong
+  // or missing one, or none within the handshake limit). 0 on a client.
+  int64_t refused_connections() const;
 
  private:
   struct Impl;

@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,7 @@
 
 #include "../bench_launch.h"
 #include "../bench_util.h"
+#include "tools/flags/flags.h"
 #include "modes.h"
 #include "peak_memory.h"
 #include "report.h"
@@ -37,106 +39,73 @@ using namespace ringgrad;
 namespace bench {
 namespace {
 
-const char* kUsage = R"(usage: dp_vs_ddp [options]
-  --device cpu|cuda        logical CPU devices (default) or GPUs
-  --devices N              devices for dp and processes for ddp (default 2)
-  --layers 784,1024,1024,10  the MLP (or --depth D --width W: 784, D hidden layers of W, 10)
-  --batch B                global batch (default 256; must divide by N)
-  --steps S --warmup W     timed and untimed steps per mode (default 50, 5)
-  --lr X                   SGD learning rate (momentum 0.9; default 0.01)
-  --modes a,b,...          of single,dp,ddp-naive,ddp-flat,ddp-overlap,ddp-bucketed,ddp-no_sync
-                           (default all)
-  --caps 1,5,25,100        bucket caps (MB) ddp-bucketed sweeps
-  --data synthetic|fashion-mnist
-  --tolerance X            max |parameter - single's| counted as correct (default 1e-4)
-  --json FILE --csv FILE   write the results
-  --trace DIR              a Chrome/Perfetto trace per mode: DIR/<mode>.trace.json
-  --model                  the alpha-beta scaling model: calibrate, validate, extrapolate to 1024
-  --micro                  also run bench_micro (Google Benchmark) into the JSON
-  --no-torch               skip PyTorch's rows (bench/compare/torch_dp_vs_ddp.py)
-  --python PATH            the Python with torch for those rows (default /usr/bin/python3)
-)";
-
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// The value of `flag` as a number, or an Error naming both.
-template <typename T>
-T number(const std::string& flag, const std::string& value) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(value, &used);
-    if (used == value.size() && (std::is_floating_point<T>::value || v == static_cast<double>(static_cast<T>(v))))
-      return static_cast<T>(v);
-  } catch (const std::exception&) {
-  }
-  throw Error("dp_vs_ddp: " + flag + " expected " + (std::is_floating_point<T>::value ? "a number" : "an integer") +
-              ", got '" + value + "'");
-}
+const std::vector<std::string> kAllModes = {"single", "dp", "ddp-naive", "ddp-flat", "ddp-overlap", "ddp-bucketed",
+                                            "ddp-no_sync"};
 
 Options parse(int argc, char** argv) {
   Options o;
-  int depth = -1, width = -1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf("%s", kUsage);
-      std::exit(0);
-    }
-    if (flag == "--model") { o.scaling_model = true; continue; }
-    if (flag == "--micro") { o.micro = true; continue; }
-    if (flag == "--no-torch") { o.torch = false; continue; }
-    RINGGRAD_CHECK(i + 1 < argc, "dp_vs_ddp: ", flag, " needs a value (see --help)");
-    const std::string value = argv[++i];
-    if (flag == "--device") o.device = value;
-    else if (flag == "--python") o.python = value;
-    else if (flag == "--devices") o.devices = number<int>(flag, value);
-    else if (flag == "--layers") {
-      o.layers.clear();
-      for (const std::string& s : split(value)) o.layers.push_back(number<int64_t>(flag, s));
-    } else if (flag == "--depth") depth = number<int>(flag, value);
-    else if (flag == "--width") width = number<int>(flag, value);
-    else if (flag == "--batch") o.batch = number<int64_t>(flag, value);
-    else if (flag == "--steps") o.steps = number<int>(flag, value);
-    else if (flag == "--warmup") o.warmup = number<int>(flag, value);
-    else if (flag == "--lr") o.lr = number<double>(flag, value);
-    else if (flag == "--modes") o.modes = split(value);
-    else if (flag == "--caps") {
-      o.caps.clear();
-      for (const std::string& s : split(value)) o.caps.push_back(number<double>(flag, s));
-    } else if (flag == "--data") o.data = value;
-    else if (flag == "--tolerance") o.tolerance = number<double>(flag, value);
-    else if (flag == "--json") o.json = value;
-    else if (flag == "--csv") o.csv = value;
-    else if (flag == "--trace") o.trace_dir = value;
-    else throw Error("dp_vs_ddp: unknown flag " + flag + " (see --help)");
-  }
-  if (depth > 0 || width > 0) {
-    RINGGRAD_CHECK(depth > 0 && width > 0, "dp_vs_ddp: --depth and --width go together, got depth ", depth, " width ", width);
+  int depth = 0, width = 0;
+  ringgrad::cli::FlagParser flags("dp_vs_ddp",
+                                  "DataParallel against DistributedDataParallel on one MLP and one global batch, with "
+                                  "breakdowns, traces and a scaling model.");
+  flags.add_choice("--device", &o.device, {"cpu", "cuda"}, "logical CPU devices or GPUs");
+  flags.add_int("--devices", &o.devices, "devices for dp, and processes for ddp", 1, 1024);
+  flags.add_list("--layers", &o.layers, "the MLP's layer sizes, input first", 1, 1 << 20);
+  flags.add_int("--depth", &depth, "instead of --layers: 784, D hidden layers of --width, 10", 1, 1000)
+      .default_text("none");
+  flags.add_int("--width", &width, "the hidden layers' size with --depth", 1, 1 << 20).default_text("none");
+  flags.add_int("--batch", &o.batch, "global batch; must divide by --devices", 1, 1 << 24);
+  flags.add_int("--steps", &o.steps, "timed steps per mode", 1, 1000000);
+  flags.add_int("--warmup", &o.warmup, "untimed steps before them", 0, 1000000);
+  flags.add_double("--lr", &o.lr, "SGD learning rate, with momentum 0.9", 0.0, 1e3);
+  std::string all_modes;
+  for (const std::string& m : kAllModes) all_modes += (all_modes.empty() ? "" : ",") + m;
+  flags.add_custom(
+      "--modes", "a,b,...", "the modes to run, of " + all_modes, "a comma-separated list of " + all_modes,
+      [&o](const std::string& text) {
+        std::vector<std::string> modes;
+        std::stringstream in(text);
+        for (std::string item; std::getline(in, item, ',');) {
+          if (std::find(kAllModes.begin(), kAllModes.end(), item) == kAllModes.end()) return false;
+          modes.push_back(item);
+        }
+        if (modes.empty()) return false;
+        o.modes = modes;
+        return true;
+      },
+      [&o] {
+        std::string list;
+        for (const std::string& m : o.modes) list += (list.empty() ? "" : ",") + m;
+        return list;
+      });
+  flags.add_list("--caps", &o.caps, "bucket caps (MB) that ddp-bucketed sweeps", 0.0, 1e6);
+  flags.add_choice("--data", &o.data, {"synthetic", "fashion-mnist"}, "random inputs, or Fashion-MNIST's images");
+  flags.add_double("--tolerance", &o.tolerance, "largest |parameter - single's| counted as correct", 0.0, 1e6);
+  flags.add_string("--json", &o.json, "write the results as JSON").metavar("FILE");
+  flags.add_string("--csv", &o.csv, "write the results as CSV").metavar("FILE");
+  flags.add_string("--trace", &o.trace_dir, "a Chrome/Perfetto trace per mode: DIR/<mode>.trace.json").metavar("DIR");
+  flags.add_bool("--model", &o.scaling_model, "the alpha-beta scaling model: calibrate, validate, extrapolate to 1024");
+  flags.add_bool("--micro", &o.micro, "also run bench_micro, the Google Benchmark programs, into the JSON");
+  bool no_torch = false;
+  flags.add_bool("--no-torch", &no_torch, "skip PyTorch's rows, from bench/compare/torch_dp_vs_ddp.py");
+  flags.add_string("--python", &o.python, "the Python with torch for those rows").metavar("PATH");
+  flags.parse(argc, argv);
+  o.torch = !no_torch;
+
+  if (flags.was_set("--depth") != flags.was_set("--width"))
+    flags.exit_with_usage("--depth and --width go together, got only " +
+                          std::string(flags.was_set("--depth") ? "--depth" : "--width"));
+  if (flags.was_set("--depth")) {
+    if (flags.was_set("--layers")) flags.exit_with_usage("--layers and --depth/--width are alternatives, got both");
     o.layers = {784};
     for (int d = 0; d < depth; ++d) o.layers.push_back(width);
     o.layers.push_back(10);
   }
-  RINGGRAD_CHECK(o.device == "cpu" || o.device == "cuda", "dp_vs_ddp: --device expected cpu or cuda, got ", o.device);
-  RINGGRAD_CHECK(o.devices >= 1, "dp_vs_ddp: --devices expected >= 1, got ", o.devices);
-  RINGGRAD_CHECK(o.layers.size() >= 2, "dp_vs_ddp: --layers expected at least two sizes, got ", o.layers.size());
-  RINGGRAD_CHECK(o.batch >= o.devices, "dp_vs_ddp: --batch must give every device at least one sample, got ", o.batch,
-                 " for ", o.devices, " devices");
-  for (int64_t size : o.layers) RINGGRAD_CHECK(size >= 1, "dp_vs_ddp: --layers expected sizes >= 1, got ", size);
-  for (double cap : o.caps) RINGGRAD_CHECK(cap >= 0, "dp_vs_ddp: --caps expected sizes >= 0 MB, got ", cap);
-  RINGGRAD_CHECK(o.batch % o.devices == 0, "dp_vs_ddp: --batch must divide by --devices (every rank gets batch / N), got ",
-                 o.batch, " and ", o.devices);
-  RINGGRAD_CHECK(o.steps >= 1 && o.warmup >= 0, "dp_vs_ddp: expected --steps >= 1 and --warmup >= 0, got ", o.steps,
-                 " and ", o.warmup);
-  for (const std::string& m : o.modes)
-    RINGGRAD_CHECK(m == "single" || m == "dp" || m == "ddp-naive" || m == "ddp-flat" || m == "ddp-overlap" ||
-                       m == "ddp-bucketed" || m == "ddp-no_sync",
-                   "dp_vs_ddp: unknown mode ", m, " (see --help)");
+  if (o.layers.size() < 2)
+    flags.exit_with_usage("--layers expects at least two sizes (input and output), got " + std::to_string(o.layers.size()));
+  if (o.batch % o.devices != 0)
+    flags.exit_with_usage("--batch must divide by --devices (every rank gets batch / N), got --batch " +
+                          std::to_string(o.batch) + " and --devices " + std::to_string(o.devices));
   o.trace_steps = std::min(o.trace_steps, o.steps);
   return o;
 }
@@ -157,18 +126,17 @@ std::string program_dir() { return std::filesystem::read_symlink("/proc/self/exe
 void write_trace(Run& run, const std::string& id, const Trace& trace) {
   std::filesystem::create_directories(run.options.trace_dir);
   const std::string path = run.options.trace_dir + "/" + id + ".trace.json";
-  std::ofstream(path) << trace.document().dump() << '\n';
-  run.traces.push_back(path);
+  if (bench::write_output(path, trace.document().dump() + "\n")) run.traces.push_back(path);
 }
 
 // Runs the DDP variants in N processes and collects what rank 0 wrote.
-void run_ddp(Run& run, char** argv, const std::vector<double>& single_params) {
+void run_ddp(Run& run, int argc, char** argv, const std::vector<double>& single_params) {
   const Options& o = run.options;
   const std::string file = "/tmp/ringgrad_dp_vs_ddp_" + std::to_string(::getpid()) + ".txt";
   std::remove(file.c_str());
   std::printf("# ddp: %d processes ...\n", o.devices);
   std::fflush(stdout);
-  const int status = launch_ranks(o.devices, argv, file);
+  const int status = launch_ranks("dp_vs_ddp", o.devices, this_program(argc, argv), {"BENCH_RESULT_FILE=" + file});
   RINGGRAD_CHECK(status == 0, "dp_vs_ddp: a DDP rank failed (exit status ", status, "); its error is above");
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
@@ -257,7 +225,7 @@ void run_micro(Run& run) {
   }
 }
 
-int run_parent(const Options& o, char** argv) {
+int run_parent(const Options& o, int argc, char** argv) {
   CountingHostAllocator::install();  // before the first tensor, so every CPU byte is counted
   if (o.device == "cpu") {
     set_cpu_device_count(o.devices);
@@ -288,7 +256,7 @@ int run_parent(const Options& o, char** argv) {
   }
   // The DDP ranks are separate processes on the same devices: give back what this one cached.
   if (o.device == "cuda") cuda_empty_cache();
-  if (!ddp_variants(o).empty()) run_ddp(run, argv, single_params);
+  if (!ddp_variants(o).empty()) run_ddp(run, argc, argv, single_params);
   if (o.scaling_model && o.devices >= 2) {
     int64_t bytes = 0;
     for (int64_t b : run.param_bytes) bytes += b;
@@ -306,8 +274,18 @@ int run_parent(const Options& o, char** argv) {
 int main(int argc, char** argv) {
   try {
     const bench::Options o = bench::parse(argc, argv);
-    if (bench::is_rank()) return bench::run_ddp_rank(o);
-    return bench::run_parent(o, argv);
+    // Its DDP ranks are processes it starts itself, with BENCH_RESULT_FILE, between the modes it runs
+    // alone: it cannot be one rank among others of someone else's job.
+    if (std::getenv("BENCH_RESULT_FILE") != nullptr) return bench::run_ddp_rank(o);
+    if (const std::optional<bench::JobEnvironment> job = bench::job_from_environment()) {
+      const std::string whose = job->launcher.empty() ? "the job in the environment" : "the job " + job->launcher + " started";
+      // Every rank says it: whichever exits first ends the job, perhaps before rank 0 has printed.
+      std::fprintf(stderr, "dp_vs_ddp: runs single and dp in this process and starts its own %d DDP processes, so it "
+                   "cannot be rank %d of %d of %s; run it directly (--devices N)\n", o.devices, job->rank,
+                   job->world_size, whose.c_str());
+      return 2;
+    }
+    return bench::run_parent(o, argc, argv);
   } catch (const std::exception& e) {
     const std::string what = e.what();  // the benchmark's own errors already start with its name
     std::fprintf(stderr, "%s%s\n", what.rfind("dp_vs_ddp:", 0) == 0 ? "" : "dp_vs_ddp: ", what.c_str());

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 
@@ -75,6 +76,16 @@ ShmLink::Channel* map_channel(const std::string& name, bool create) {
 }
 
 // A process that exited is gone (ESRCH) or, until its parent reaps it, a zombie.
+// True when the process is stopped: state T (a signal) or t (a tracer) in /proc/<pid>/stat, read
+// after the last ')' since the command name in parentheses may itself hold spaces.
+bool process_stopped(pid_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && (text[close + 2] == 'T' || text[close + 2] == 't');
+}
+
 bool process_alive(pid_t pid) {
   if (pid <= 0) return true;
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
@@ -161,7 +172,9 @@ void ShmLink::wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t t
   const pid_t peer_pid = receiving ? prev_pid_ : next_pid_;
   RINGGRAD_CHECK(process_alive(peer_pid), "ring: rank ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
   RINGGRAD_CHECK(now < deadline, "ring: timed out at ", describe_tag(tag), " waiting for rank ", peer,
-                 receiving ? " to send" : " to take data");
+                 receiving ? " to send" : " to take data", process_stopped(peer_pid)
+                     ? detail::str("; rank ", peer, " (pid ", peer_pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)")
+                     : std::string());
 }
 
 void ShmLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,

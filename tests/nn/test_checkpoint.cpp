@@ -6,6 +6,8 @@
 // too.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -365,4 +367,29 @@ TEST_CASE("checkpoint: load_checkpoint rejects what is not its own checkpoint an
     CHECK_THROWS_WITH(nn::load_checkpoint(path, *target, *target_opt), Contains("load_safetensors: '" + path + "'"));
   }
   unchanged();
+}
+
+TEST_CASE("checkpoint: save_checkpoint writes through a symlink and refuses a FIFO", "[checkpoint]") {
+  // The usual layout: "latest.ckpt" -> "run-2.ckpt". Replacing the link would leave run-2.ckpt
+  // stale; writing a FIFO's path must not turn it into a file (nn/file_io.h).
+  TempDir dir;
+  manual_seed(3);
+  auto model = make_model();
+  auto opt = make_optimizer("sgd", *model);
+  nn::TrainingState state;
+  state.step = 1;
+  nn::save_checkpoint(dir.file("run-2.ckpt"), *model, *opt, state);
+  fs::create_symlink("run-2.ckpt", dir.file("latest.ckpt"));
+  state.step = 2;
+  nn::save_checkpoint(dir.file("latest.ckpt"), *model, *opt, state);
+  CHECK(fs::is_symlink(dir.file("latest.ckpt")));
+  CHECK(nn::load_checkpoint(dir.file("run-2.ckpt"), *model, *opt).step == 2);
+
+  const std::string fifo = dir.file("pipe.ckpt");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(nn::save_checkpoint(fifo, *model, *opt, state), Contains("is a FIFO"));
+  CHECK_THROWS_WITH(nn::load_checkpoint(fifo, *model, *opt), Contains("is a FIFO"));
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
 }

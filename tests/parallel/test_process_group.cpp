@@ -163,7 +163,7 @@ TEST_CASE("read_launch_info: launchers nest in a fixed order, and rank and size 
   }
 }
 
-TEST_CASE("read_launch_info: a multi-host Open MPI job needs MASTER_ADDR; Slurm node lists", "[ring]") {
+TEST_CASE("read_launch_info: a multi-host Open MPI job needs MASTER_ADDR, and Slurm node lists name their first host", "[ring]") {
   {
     ScopedEnv env(with(no_launcher(), {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));

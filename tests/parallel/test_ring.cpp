@@ -128,7 +128,8 @@ TEST_CASE("ring: a stopped rank 0 fails the others once, within the timeout plus
   INFO(all_output(job));
   CHECK_FALSE(job.timed_out);
   CHECK(job.ranks[1].exit_code == 3);
-  CHECK(job.ranks[1].output.find("rank 0") != std::string::npos);
+  CHECK(job.ranks[1].output.find("rank 0 (pid ") != std::string::npos);
+  CHECK(job.ranks[1].output.find(") is stopped") != std::string::npos);  // shm sees the neighbour's state
   const long long took = error_after_ms(job.ranks[1].output);
   CHECK(took >= 7500);
   CHECK(took < 14000);  // before: 16 s and more, the store's get waiting a whole timeout again
@@ -166,6 +167,20 @@ TEST_CASE("ring: a rank that never arrives is reported while waited for, then na
     CHECK(waiting.find("rendezvous: waiting for rank 0's store at 127.0.0.1:") != std::string::npos);
     CHECK(waiting.find("could not connect") != std::string::npos);
   }
+}
+
+TEST_CASE("ring: a rank with another job's token is refused at once, and rank 0's timeout says so", "[ring]") {
+  const JobResult job = spawn_ranks(
+      2, kWorker, {"one", "auto"},
+      {{"VICTIM", "1"}, {"TIMEOUT_MS", "3000"}, {"RINGGRAD_JOB_TOKEN", "ours"}, {"VICTIM_TOKEN", "theirs"}},
+      std::chrono::seconds(30));
+  INFO(all_output(job));
+  CHECK(job.ranks[1].exit_code == 3);
+  CHECK(error_after_ms(job.ranks[1].output) < 1500);
+  CHECK(job.ranks[1].output.find("did not accept this connection") != std::string::npos);
+  CHECK(job.ranks[0].exit_code == 3);
+  CHECK(job.ranks[0].output.find("the store refused 1 connection without this job's RINGGRAD_JOB_TOKEN") !=
+        std::string::npos);
 }
 
 TEST_CASE("ring: without RINGGRAD_JOB_TOKEN rank 0 warns once that the job is not authenticated", "[ring]") {

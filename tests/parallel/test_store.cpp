@@ -485,3 +485,20 @@ TEST_CASE("TCPStore: wait_for returns the keys still missing after its own limit
   }
   CHECK(client.timeout() == 2000ms);
 }
+
+TEST_CASE("TCPStore: a client that sends its requests and half-closes still gets every reply", "[store]") {
+  // A client may send its last request and shut its sending side (as HTTP/1.0 clients do): the
+  // requests already sent are answered before the connection closes.
+  TCPStore server(server_options());
+  net::Socket s = raw_connection(server);
+  send_raw(s, Raw().u8(Raw::kSet).u32(1).u32(1).text("k").u32(1).text("v").u8(Raw::kCheck).u32(1).u32(1).text("k"));
+  ::shutdown(s.fd(), SHUT_WR);
+  uint8_t reply[3] = {0xff, 0xff, 0xff};
+  s.recv_all(reply, sizeof reply, net::deadline_in(1000ms), "raw test client");
+  CHECK(reply[0] == 0);  // set: ok
+  CHECK(reply[1] == 0);  // check: ok ...
+  CHECK(reply[2] == 1);  // ... and the key exists
+  CHECK_CLOSED_BY_SERVER(s);  // then the server closes, not waiting for more
+  TCPStore client(client_options(server));
+  CHECK(client.get_string("k") == "v");
+}

@@ -210,6 +210,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (scenario == "intruder" && rank == victim) intruder = hold_silent_connection(rank, timeout_ms);
+    // VICTIM_TOKEN: the victim comes with another job's token.
+    if (rank == victim && std::getenv("VICTIM_TOKEN")) ::setenv("RINGGRAD_JOB_TOKEN", std::getenv("VICTIM_TOKEN"), 1);
     auto options = parallel::InitOptions().with_transport(transport);
     if (std::getenv("TIMEOUT_MS")) options.with_timeout(std::chrono::milliseconds(timeout_ms));
     auto pg = parallel::init_process_group("ring", options);

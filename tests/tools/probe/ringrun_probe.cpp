@@ -2,7 +2,7 @@
 //
 // It first prints one line on stdout with what ringrun gave it:
 //   env RANK=1 WORLD_SIZE=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500
-//       TOKEN=<token> PID=1234          (all on one line)
+//       TOKEN=<token> LAUNCHER=ringrun PID=1234          (all on one line; LAUNCHER: RINGGRAD_LAUNCHER)
 // (a variable that is not set reads "<unset>"), then runs its arguments as a list of steps, in
 // order. A step written `name@R` runs on rank R only; the others skip it (and its argument).
 //   out TEXT        TEXT and a newline on stdout, in one write
@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   say(1, "env RANK=" + env_or_unset("RANK") + " WORLD_SIZE=" + env_or_unset("WORLD_SIZE") +
              " LOCAL_RANK=" + env_or_unset("LOCAL_RANK") + " LOCAL_WORLD_SIZE=" + env_or_unset("LOCAL_WORLD_SIZE") +
              " MASTER_ADDR=" + env_or_unset("MASTER_ADDR") + " MASTER_PORT=" + env_or_unset("MASTER_PORT") +
-             " TOKEN=" + env_or_unset("RINGGRAD_JOB_TOKEN") + " PID=" + std::to_string(getpid()) + "\n");
+             " TOKEN=" + env_or_unset("RINGGRAD_JOB_TOKEN") + " LAUNCHER=" + env_or_unset("RINGGRAD_LAUNCHER") +
+             " PID=" + std::to_string(getpid()) + "\n");
   const char* rank_text = std::getenv("RANK");
   const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
 

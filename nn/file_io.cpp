@@ -1,0 +1,273 @@
+// nn/file_io.cpp: safe opening and atomic replacement of files (see nn/file_io.h).
+#include "nn/file_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+
+namespace ringgrad {
+namespace nn {
+namespace {
+
+constexpr size_t kWriteBufferBytes = size_t{1} << 20;
+constexpr int kMaxSymlinkHops = 40;   // as Linux's own limit (ELOOP)
+constexpr size_t kMaxHostChars = 32;  // keeps "<name>.tmp.<host>.<pid>.<hex>" within NAME_MAX for long names
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+std::string base_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// This machine's name as it appears in temporary file names: only [A-Za-z0-9_-], so the '.' that
+// separates the fields is never part of it.
+const std::string& host_tag() {
+  static const std::string tag = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return std::string("unknown-host");
+    std::string t;
+    for (const char* c = name; *c && t.size() < kMaxHostChars; ++c) {
+      const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-';
+      t.push_back(ok ? *c : '_');
+    }
+    return t;
+  }();
+  return tag;
+}
+
+std::string random_hex() {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t noise = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  try {
+    noise ^= static_cast<uint64_t>(std::random_device{}()) << 20;
+  } catch (...) {  // no entropy source: the clock and the counter keep names apart
+  }
+  noise += counter.fetch_add(1) * 0x9E3779B97F4A7C15ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(noise));
+  return hex;
+}
+
+bool all_of(const std::string& s, const char* allowed) {
+  return !s.empty() && s.find_first_not_of(allowed) == std::string::npos;
+}
+
+// Follows `path` through symlinks to the file a write must replace. A target that does not exist
+// (a new file, or the end of a dangling symlink) is fine; anything but a regular file is refused.
+std::string resolve_write_target(const char* op, const std::string& path, struct stat* existing, bool* exists) {
+  std::string target = path;
+  *exists = false;
+  for (int hops = 0;; ++hops) {
+    if (::lstat(target.c_str(), existing) != 0) {
+      if (errno == ENOENT) return target;
+      throw Error(detail::str(op, ": cannot inspect '", target, "' (", std::strerror(errno), ")"));
+    }
+    if (S_ISREG(existing->st_mode)) {
+      *exists = true;
+      return target;
+    }
+    if (!S_ISLNK(existing->st_mode)) {
+      const std::string via = target == path ? "" : " (the target of its symlink, '" + target + "')";
+      throw Error(detail::str(op, ": '", path, "'", via, " is ", file_kind(existing->st_mode),
+                              ", not a regular file; refusing to replace it (write to a regular file or a new name)"));
+    }
+    RINGGRAD_CHECK(hops < kMaxSymlinkHops, op, ": '", path, "': more than ", kMaxSymlinkHops,
+                   " levels of symbolic links (a loop?)");
+    std::vector<char> link(static_cast<size_t>(existing->st_size > 0 ? existing->st_size : 255) + 2);
+    const ssize_t n = ::readlink(target.c_str(), link.data(), link.size() - 1);
+    RINGGRAD_CHECK(n > 0, op, ": cannot read the symlink '", target, "' (", std::strerror(errno), ")");
+    const std::string next(link.data(), static_cast<size_t>(n));
+    target = next[0] == '/' ? next : dir_of(target) + "/" + next;
+  }
+}
+
+// After the rename, the directory entry itself must reach the disk, or a crash can bring back
+// the old file. Best effort: some file systems do not let a directory be opened this way.
+void sync_directory_of(const std::string& path) {
+  const int fd = ::open(dir_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a special file";
+}
+
+int open_regular_file(const char* op, const std::string& path, uint64_t* size_bytes) {
+  // stat() before open(): opening a FIFO for reading blocks until a writer comes, forever if none.
+  struct stat st {};
+  RINGGRAD_CHECK(::stat(path.c_str(), &st) == 0, op, ": '", path, "': cannot open the file (", std::strerror(errno),
+                 ")");
+  RINGGRAD_CHECK(S_ISREG(st.st_mode), op, ": '", path, "' is ", file_kind(st.st_mode), ", not a regular file");
+  // O_NONBLOCK in case the path was swapped for a FIFO since the stat(); fstat() then sees it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  RINGGRAD_CHECK(fd >= 0, op, ": '", path, "': cannot open the file (", std::strerror(errno), ")");
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string kind = file_kind(st.st_mode);
+    ::close(fd);
+    throw Error(detail::str(op, ": '", path, "' changed into ", kind, " while it was being opened"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  *size_bytes = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+void read_exactly(const char* op, const std::string& path, int fd, uint64_t offset, void* dst, uint64_t n) {
+  char* p = static_cast<char*>(dst);
+  uint64_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, p + done, static_cast<size_t>(std::min<uint64_t>(n - done, 1u << 30)),
+                                static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw Error(detail::str(op, ": '", path, "': could not read ", n, " bytes at offset ", offset,
+                              " (the file changed or is unreadable",
+                              got < 0 ? std::string(": ") + std::strerror(errno) : "", ")"));
+    done += static_cast<uint64_t>(got);
+  }
+}
+
+std::string temp_prefix_for(const std::string& target) { return target + ".tmp." + host_tag() + "."; }
+
+int remove_stale_temporaries(const char* op, const std::string& target) {
+  const std::string dir = dir_of(target);
+  const std::string prefix = base_of(temp_prefix_for(target));
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;  // nothing to clean; creating the temporary will report the real problem
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    // Exactly "<pid>.<16 hex digits>" after the prefix, or it is not ours to touch.
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos) continue;
+    const std::string pid_text = rest.substr(0, dot), hex = rest.substr(dot + 1);
+    if (!all_of(pid_text, "0123456789") || pid_text.size() > 9 || pid_text[0] == '0') continue;
+    if (hex.size() != 16 || !all_of(hex, "0123456789abcdef")) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    // Alive, or someone else's (EPERM): keep. A reused pid keeps a stale file, never loses a live one.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    const std::string full = dir + "/" + name;
+    const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;  // a symlink, or gone already
+    struct stat st {};
+    // The writer's lock: held by a live writer even where its pid means nothing here (another pid
+    // namespace on the same kernel).
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        ::unlink(full.c_str()) == 0)
+      ++removed;
+    ::close(fd);
+  }
+  ::closedir(d);
+  if (removed > 0)
+    std::fprintf(stderr, "%s: removed %d stale temporary file%s of '%s' left by writers that died\n", op, removed,
+                 removed == 1 ? "" : "s", target.c_str());
+  return removed;
+}
+
+AtomicFile::AtomicFile(const char* op, std::string path) : op_(op), path_(std::move(path)) {
+  struct stat existing {};
+  bool exists = false;
+  target_ = resolve_write_target(op, path_, &existing, &exists);
+  remove_stale_temporaries(op, target_);
+  temp_ = temp_prefix_for(target_) + std::to_string(::getpid()) + "." + random_hex();
+  fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0)
+    throw Error(detail::str(op, ": cannot create the temporary file '", temp_, "' (", std::strerror(errno),
+                            "); does the directory exist and is it writable?"));
+  // Held until after the rename: tells remove_stale_temporaries that this writer is alive. Best
+  // effort: without locks, stale files are still told apart by their pid.
+  (void)::flock(fd_, LOCK_EX | LOCK_NB);
+  // The new version keeps the old one's permissions (a 0600 checkpoint stays private).
+  if (exists) (void)::fchmod(fd_, existing.st_mode & 07777);
+  buffer_.reserve(kWriteBufferBytes);
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  if (buffer_.size() + n > kWriteBufferBytes) flush();
+  if (n >= kWriteBufferBytes) {
+    write_all(p, n);
+  } else {
+    buffer_.insert(buffer_.end(), p, p + n);
+  }
+}
+
+void AtomicFile::flush() {
+  write_all(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFile::write_all(const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t done = ::write(fd_, p, n);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) fail("write");
+    p += done;
+    n -= static_cast<size_t>(done);
+  }
+}
+
+void AtomicFile::commit() {
+  flush();
+  if (::fsync(fd_) != 0) fail("fsync");
+  // Checked again right before the rename: a FIFO, device or directory put at the target while
+  // the data was written is not replaced either.
+  struct stat st {};
+  if (::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw Error(detail::str(op_, ": '", target_, "' became ", file_kind(st.st_mode),
+                            " while the new version was written; refusing to replace it"));
+  RINGGRAD_CHECK(::rename(temp_.c_str(), target_.c_str()) == 0, op_, ": cannot rename '", temp_, "' to '", target_,
+                 "' (", std::strerror(errno), ")");
+  committed_ = true;
+  ::close(fd_);  // after the rename, so the lock covered the temporary's whole life
+  fd_ = -1;
+  sync_directory_of(target_);
+}
+
+void AtomicFile::fail(const char* call) const {
+  throw Error(detail::str(op_, ": ", call, " to '", temp_, "' failed (", std::strerror(errno), ")"));
+}
+
+void write_file_atomically(const char* op, const std::string& path, const std::string& bytes) {
+  AtomicFile file(op, path);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
+}
+
+}  // namespace nn
+}  // namespace ringgrad

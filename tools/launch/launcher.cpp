@@ -1,0 +1,351 @@
+// tools/launch/launcher.cpp: the job -- start the ranks, watch them, stop them (launcher.h).
+//
+// Each rank leads its own process group, and the launcher signals the group (kill(-pid)), so a rank
+// that is a shell script, or that forked helpers, is stopped whole. A rank that has exited stays a
+// zombie (waitid with WNOWAIT) until the job is done: a zombie still holds its pid, which is also
+// the group id the launcher signals, so the id cannot be given to an unrelated process meanwhile.
+// One loop does everything: poll() over the ranks' pipes and a self-pipe that the signal handler
+// writes to (SIGCHLD included, so an exit wakes the loop). tools/ringrun.cpp's header says why.
+#include "launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "job_environment.h"
+#include "rank_output.h"
+
+namespace ringgrad::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string errno_text() { return std::strerror(errno); }
+
+// --- signals: the handler only writes the signal's number into a pipe the loop polls -----------------
+
+int g_wake_write_fd = -1;
+
+extern "C" void on_signal(int signo) {
+  const int saved_errno = errno;  // the interrupted code may be about to read errno
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  // Non-blocking: if the pipe is full, the loop has plenty of wake-ups pending already.
+  const ssize_t ignored = write(g_wake_write_fd, &byte, 1);
+  (void)ignored;
+  errno = saved_errno;
+}
+
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+const char* signal_name(int signo) {
+  switch (signo) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
+  }
+}
+
+// Both ends close-on-exec, so no rank inherits another rank's pipe (posix_spawn's dup2 clears the
+// flag on the copy that becomes the rank's stdout or stderr).
+void make_pipe(int fds[2]) {
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed: " + errno_text());
+  fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+  fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+}
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// The launcher's handlers for as long as it lives; the caller's come back afterwards (a benchmark
+// goes on to run its references, a test program its next test).
+class SignalScope {
+ public:
+  SignalScope() {
+    int wake[2];
+    make_pipe(wake);
+    set_nonblocking(wake[0]);
+    set_nonblocking(wake[1]);
+    read_fd_ = wake[0];
+    g_wake_write_fd = wake[1];
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < 3; ++i) sigaction(kForwardedSignals[i], &sa, &saved_[i]);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;  // exits wake us, a rank stopped by a debugger does not
+    sigaction(SIGCHLD, &sa, &saved_[3]);
+    // A reader of our output that goes away must not kill the launcher and orphan the ranks.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &saved_[4]);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < 3; ++i) sigaction(kForwardedSignals[i], &saved_[i], nullptr);
+    sigaction(SIGCHLD, &saved_[3], nullptr);
+    sigaction(SIGPIPE, &saved_[4], nullptr);
+    close(g_wake_write_fd);
+    g_wake_write_fd = -1;
+    close(read_fd_);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+  int read_fd() const { return read_fd_; }
+
+ private:
+  int read_fd_ = -1;
+  struct sigaction saved_[5]{};
+};
+
+// --- the job -------------------------------------------------------------------------------------------
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool exited = false;
+  RankStream out, err;  // fd -1 throughout when the output is not prefixed
+};
+
+std::string describe_exit(const Rank& r, const siginfo_t& info) {
+  std::string text = "rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ")";
+  if (info.si_code == CLD_EXITED) return text + " exited with status " + std::to_string(info.si_status);
+  text += " was killed by signal " + std::to_string(info.si_status) + " (" + strsignal(info.si_status) + ")";
+  return info.si_code == CLD_DUMPED ? text + ", core dumped" : text;
+}
+
+class Job {
+ public:
+  explicit Job(const JobOptions& opt) : opt_(opt) {}
+
+  int run() {
+    SignalScope signals;
+    wake_read_fd_ = signals.read_fd();
+    try {
+      const std::vector<std::string> env = shared_environment(opt_);
+      std::fflush(nullptr);  // what the caller printed comes before what the ranks print
+      for (int local = 0; local < opt_.nproc_per_node && !stopping_; ++local) start_rank(local, env);
+      loop();
+    } catch (...) {
+      // The launcher itself failed (out of file descriptors, say): leave no rank behind, then report.
+      begin_stop(1, SIGKILL);
+      finish();
+      throw;
+    }
+    return finish();
+  }
+
+ private:
+  void start_rank(int local, std::vector<std::string> env) {
+    Rank r;
+    r.rank = opt_.node_rank * opt_.nproc_per_node + local;
+    env.push_back("RANK=" + std::to_string(r.rank));
+    env.push_back("LOCAL_RANK=" + std::to_string(local));
+    std::vector<char*> envp, argv;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> command = opt_.command;
+    for (std::string& a : command) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    if (opt_.prefix_output) {
+      make_pipe(out_pipe);
+      try {
+        make_pipe(err_pipe);
+      } catch (...) {
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        throw;
+      }
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    if (opt_.prefix_output) {
+      posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+      posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    }
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setpgroup(&attr, 0);  // the rank leads a new group: see the top of the file
+    // exec resets caught signals to their default but keeps ignored ones ignored: SIGPIPE, ignored
+    // here, must be the default again in the rank.
+    sigset_t defaults, empty;
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigemptyset(&empty);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setsigmask(&attr, &empty);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    // posix_spawnp searches PATH like execvp, and reports a failed exec through its return value.
+    const int rc = posix_spawnp(&r.pid, argv[0], &actions, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    if (opt_.prefix_output) {
+      close(out_pipe[1]);  // the rank holds the write ends now; ours would keep end-of-file away
+      close(err_pipe[1]);
+    }
+    if (rc != 0) {
+      if (opt_.prefix_output) {
+        close(out_pipe[0]);
+        close(err_pipe[0]);
+      }
+      std::fprintf(stderr, "%s: cannot start rank %d: '%s': %s\n", opt_.name.c_str(), r.rank, argv[0],
+                   std::strerror(rc));
+      begin_stop(127, SIGTERM);
+      return;
+    }
+    if (opt_.prefix_output) {
+      const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
+      r.out = RankStream{out_pipe[0], 1, prefix, {}};
+      r.err = RankStream{err_pipe[0], 2, prefix, {}};
+      set_nonblocking(r.out.fd);
+      set_nonblocking(r.err.fd);
+    }
+    ranks_.push_back(std::move(r));
+  }
+
+  // Sends signo to every rank's process group -- exited ranks' too, for helpers they left behind.
+  // A stopped process does not act on SIGTERM (or SIGINT, SIGHUP) until it is continued, so those
+  // are followed by SIGCONT: a rank stopped by SIGSTOP is then stopped for good at once instead of
+  // at the end of the grace period.
+  void signal_groups(int signo) {
+    for (const Rank& r : ranks_) {
+      kill(-r.pid, signo);
+      if (signo != SIGKILL) kill(-r.pid, SIGCONT);
+    }
+  }
+
+  // The first reason to stop sets the exit status; the ranks get `signo` now and SIGKILL after the
+  // grace period.
+  void begin_stop(int exit_code, int signo) {
+    if (!stopping_) {
+      stopping_ = true;
+      exit_code_ = exit_code;
+      kill_at_ = Clock::now() + std::chrono::milliseconds(opt_.grace_ms);
+    }
+    signal_groups(signo);
+  }
+
+  bool all_exited() const {
+    return std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.exited; });
+  }
+
+  void loop() {
+    while (!all_exited()) {
+      std::vector<pollfd> fds{{wake_read_fd_, POLLIN, 0}};
+      std::vector<RankStream*> streams{nullptr};
+      for (Rank& r : ranks_)
+        for (RankStream* s : {&r.out, &r.err})
+          if (s->fd >= 0) {
+            fds.push_back({s->fd, POLLIN, 0});
+            streams.push_back(s);
+          }
+      int timeout_ms = -1;
+      if (kill_at_) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - Clock::now());
+        timeout_ms = static_cast<int>(std::max<long long>(0, left.count() + 1));
+      }
+      if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
+        throw std::runtime_error("poll failed: " + errno_text());
+
+      if (fds[0].revents & POLLIN) handle_signals();
+      for (size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*streams[i], /*drain=*/false);
+      collect_exits();
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        for (const Rank& r : ranks_)
+          if (!r.exited)
+            std::fprintf(stderr,
+                         "%s: rank %d (pid %d) still running %d ms after it was told to stop; "
+                         "sending SIGKILL\n",
+                         opt_.name.c_str(), r.rank, static_cast<int>(r.pid), opt_.grace_ms);
+        signal_groups(SIGKILL);
+        kill_at_.reset();
+      }
+    }
+  }
+
+  void handle_signals() {
+    unsigned char signos[64];
+    ssize_t n;
+    while ((n = read(wake_read_fd_, signos, sizeof signos)) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        const int signo = signos[i];
+        if (signo == SIGCHLD) continue;  // collect_exits runs after every wake-up anyway
+        std::fprintf(stderr, "%s: got %s; forwarding it to every rank\n", opt_.name.c_str(), signal_name(signo));
+        begin_stop(128 + signo, signo);  // a second Ctrl-C is forwarded too, but keeps the first status
+      }
+    }
+  }
+
+  // Notes every rank that has exited since the last call. WNOWAIT leaves it a zombie (see the top).
+  void collect_exits() {
+    for (Rank& r : ranks_) {
+      if (r.exited) continue;
+      siginfo_t info;
+      std::memset(&info, 0, sizeof info);
+      if (waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
+        continue;
+      r.exited = true;
+      // Everything the rank wrote before exiting is in its pipes now; what a helper it left behind
+      // writes later is not waited for, or the launcher could hang on a daemon.
+      for (RankStream* s : {&r.out, &r.err})
+        if (s->fd >= 0) read_stream(*s, /*drain=*/true);
+      const bool failed = info.si_code != CLD_EXITED || info.si_status != 0;
+      if (failed && !stopping_) {
+        std::fprintf(stderr, "%s: %s%s\n", opt_.name.c_str(), describe_exit(r, info).c_str(),
+                     ranks_.size() > 1 ? "; stopping the other ranks" : "");
+        begin_stop(info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status, SIGTERM);
+      }
+    }
+  }
+
+  int finish() {
+    if (stopping_) signal_groups(SIGKILL);  // helpers that outlived their rank
+    for (Rank& r : ranks_) {
+      int status;
+      while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      for (RankStream* s : {&r.out, &r.err})
+        if (s->fd >= 0) {
+          close(s->fd);
+          s->fd = -1;
+        }
+    }
+    return exit_code_;
+  }
+
+  const JobOptions& opt_;
+  std::vector<Rank> ranks_;
+  int wake_read_fd_ = -1;
+  bool stopping_ = false;
+  int exit_code_ = 0;
+  std::optional<Clock::time_point> kill_at_;  // when the ranks still running get SIGKILL
+};
+
+}  // namespace
+
+int run_job(const JobOptions& options) {
+  if (options.command.empty()) throw std::runtime_error(options.name + ": no program to run");
+  return Job(options).run();
+}
+
+}  // namespace ringgrad::launch

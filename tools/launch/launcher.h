@@ -1,0 +1,53 @@
+// tools/launch/launcher.h: starts the N ranks of a job and watches them to the end -- the one
+// implementation behind ringrun and the benchmarks that start their own ranks (bench/bench_launch.h).
+//
+// Plain POSIX C++17; it does not link the ringgrad library, so a launcher still starts when the
+// library -- or the GPU driver under it -- is what is broken.
+//
+// Environment  each rank gets RANK = node_rank*N + local_rank, WORLD_SIZE = nnodes*N, LOCAL_RANK,
+//              LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, RINGGRAD_LAUNCHER (the launcher's name:
+//              a program can tell whose job it is in) and RINGGRAD_JOB_TOKEN: random per job, or the
+//              one inherited; with nnodes > 1 it must be inherited, so that every node has the same
+//              one. Plus `extra_env`. These replace inherited variables of the same names. stdin is
+//              /dev/null: N processes cannot share one terminal's input.
+// Output       with prefix_output, each line a rank writes appears as "[rank k] line" on the same
+//              stream (stdout or stderr) of the launcher, a last line without a newline gets one;
+//              without it, the ranks write straight to the launcher's stdout and stderr (so a
+//              launcher killed by SIGKILL, which nothing can catch, leaves them running until they
+//              fail on their own; with pipes they would die of SIGPIPE at their next write).
+// Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
+//              rank's process group then gets SIGTERM (and SIGCONT, so that a stopped rank acts on
+//              it), and SIGKILL if it is still running grace_ms later.
+// Exit status  0 when every rank exits 0. Otherwise the first failure's, the way a shell reports it:
+//              its exit status, or 128+signal when it was killed (137 for SIGKILL). When the launcher
+//              gets SIGINT, SIGTERM or SIGHUP (forwarded to every rank): 128+signal (130 for Ctrl-C).
+//              A program that cannot be started: 127.
+//
+// tools/ringrun.cpp's header explains the process groups, the zombies and the one poll() loop.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ringgrad::launch {
+
+struct JobOptions {
+  std::string name = "ringrun";      // starts the launcher's own messages; RINGGRAD_LAUNCHER's value
+  std::vector<std::string> command;  // the program (searched on PATH when it has no '/') and its arguments
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;  // 0: a free port on master_addr (single node only)
+  int grace_ms = 5000;      // after SIGTERM, how long a rank has before SIGKILL
+  bool prefix_output = true;
+  std::vector<std::string> extra_env;  // "NAME=value", for every rank
+};
+
+// Runs the job to its end and returns the exit status above. The signal handlers it installs for
+// SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGPIPE are put back as they were before it returns.
+// Throws std::runtime_error for an error of the launcher's own (no file descriptors left, say),
+// after SIGKILLing every rank it started.
+int run_job(const JobOptions& options);
+
+}  // namespace ringgrad::launch
