@@ -5,13 +5,20 @@
 //   ./build/bench/bench_allreduce --nproc 4             # starts 4 ranks of itself
 //   ringrun --nproc-per-node 4 ./build/bench/bench_allreduce   # is one of ringrun's 4 ranks
 //
-// A process is in a job when RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are all set: ringrun,
-// torchrun, SLURM/MPI wrappers and this file's own launch set them. Its ranks run the benchmark
-// and rank 0 prints the report. The launch is tools/launch/launcher.h, the one ringrun uses: the
-// first rank to fail is named, and the others get SIGTERM (and SIGCONT, for a stopped rank), then
-// SIGKILL of their whole process group when they are still there after the grace period.
+// A process is a rank of a job when the variables init_process_group reads say so, read in its
+// order (parallel/launch_info.cpp): RANK and WORLD_SIZE -- with MASTER_ADDR and MASTER_PORT, which
+// ringrun, torchrun and this file's own launch set -- else Open MPI's OMPI_COMM_WORLD_RANK/_SIZE,
+// else MPICH's and Intel MPI's PMI_RANK/PMI_SIZE, else srun's SLURM_PROCID/SLURM_NTASKS. MPI and
+// Slurm do not set RANK; the library finds rank 0's store for them on its own. Those three count
+// only with a world size > 1: `srun -n1 ./bench --nproc 4` and a salloc shell (SLURM_NTASKS, but
+// no SLURM_PROCID) still start their own ranks. Its ranks run the benchmark and rank 0 prints the
+// report. The launch is tools/launch/launcher.h, the one ringrun uses: the first rank to fail is
+// named, and the others get SIGTERM (and SIGCONT, for a stopped rank), then SIGKILL of their whole
+// process group when they are still there after the grace period.
 #pragma once
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -22,23 +29,71 @@
 
 namespace bench {
 
-// The job this process is a rank of, from the environment; `launcher` is RINGGRAD_LAUNCHER (who
-// started it), empty when the launcher does not say (torchrun, SLURM).
+// The job this process is a rank of, from the environment. `launcher` names who started it
+// ("ringrun", "torchrun", "Open MPI's mpirun", ...), empty when nothing says (RANK and WORLD_SIZE
+// set by hand or by an unknown launcher); `size_variable` is where world_size came from.
 struct JobEnvironment {
   int rank = 0;
   int world_size = 1;
   std::string launcher;
+  std::string size_variable = "WORLD_SIZE";
+
+  // "the job ringrun started", for messages.
+  std::string description() const {
+    return launcher.empty() ? "the job in the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+                            : "the job " + launcher + " started";
+  }
 };
 
+// An environment variable holding an integer, or nullopt (unset, empty, or not an integer).
+inline std::optional<int> env_int(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < INT_MIN || value > INT_MAX) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+inline bool env_set(const char* name) { return std::getenv(name) != nullptr && *std::getenv(name) != '\0'; }
+
 inline std::optional<JobEnvironment> job_from_environment() {
-  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
-    if (std::getenv(name) == nullptr || *std::getenv(name) == '\0') return std::nullopt;
-  JobEnvironment job;
-  job.rank = std::atoi(std::getenv("RANK"));
-  job.world_size = std::atoi(std::getenv("WORLD_SIZE"));
-  const char* launcher = std::getenv("RINGGRAD_LAUNCHER");
-  job.launcher = launcher != nullptr ? launcher : "";
-  return job;
+  // The family init_process_group will read is the first whose rank variable is set; a benchmark
+  // that judged by another one would join a job its library does not see.
+  if (env_set("RANK") || env_set("WORLD_SIZE")) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+      if (!env_set(name)) return std::nullopt;
+    JobEnvironment job;
+    job.rank = env_int("RANK").value_or(0);
+    job.world_size = env_int("WORLD_SIZE").value_or(0);
+    const char* launcher = std::getenv("RINGGRAD_LAUNCHER");
+    if (launcher != nullptr && *launcher != '\0')
+      job.launcher = launcher;
+    else if (env_set("TORCHELASTIC_RUN_ID"))  // every torchrun worker has it
+      job.launcher = "torchrun";
+    return job;
+  }
+  struct Family {
+    const char* rank;
+    const char* size;
+    const char* launcher;
+  };
+  static const Family kFamilies[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"},
+                                     {"PMI_RANK", "PMI_SIZE", "MPICH/Intel MPI"},
+                                     {"SLURM_PROCID", "SLURM_NTASKS", "srun"}};
+  for (const Family& f : kFamilies) {
+    if (!env_set(f.rank)) continue;
+    const std::optional<int> rank = env_int(f.rank), size = env_int(f.size);
+    if (!rank || !size || *size <= 1) return std::nullopt;
+    JobEnvironment job;
+    job.rank = *rank;
+    job.world_size = *size;
+    job.launcher = f.launcher;
+    job.size_variable = f.size;
+    return job;
+  }
+  return std::nullopt;
 }
 
 // Whether `flag` is on the command line, as "--flag value" or "--flag=value".
@@ -87,14 +142,12 @@ inline std::optional<int> start_ranks_unless_in_job(const std::string& name, int
       std::fprintf(stderr, "%s: the job ended with exit status %d; the reason is above\n", name.c_str(), status);
     return status;
   }
-  const std::string whose = job->launcher.empty()
-                                ? "the job in the environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
-                                : "the job " + job->launcher + " started";
+  const std::string whose = job->description();
   if (flag_given(argc, argv, nproc_flag) && nproc != job->world_size) {
     // Every rank says it: whichever exits first ends the job, perhaps before rank 0 has printed.
-    std::fprintf(stderr, "%s: %s %d conflicts with WORLD_SIZE=%d of %s; leave %s out to use the job's %d ranks\n",
-                 name.c_str(), nproc_flag.c_str(), nproc, job->world_size, whose.c_str(), nproc_flag.c_str(),
-                 job->world_size);
+    std::fprintf(stderr, "%s: %s %d conflicts with %s=%d of %s; leave %s out to use the job's %d ranks\n",
+                 name.c_str(), nproc_flag.c_str(), nproc, job->size_variable.c_str(), job->world_size, whose.c_str(),
+                 nproc_flag.c_str(), job->world_size);
     return 2;
   }
   nproc = job->world_size;

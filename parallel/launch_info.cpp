@@ -87,7 +87,10 @@ std::string first_slurm_host(const std::string& nodelist) {
     RINGGRAD_CHECK(close != std::string::npos, "init_process_group: cannot read SLURM_JOB_NODELIST '", nodelist,
                    "': '[' without ']'");
     const std::string group = nodelist.substr(i + 1, close - i - 1);
-    host += group.substr(0, group.find_first_of(",-"));
+    const std::string first = group.substr(0, group.find_first_of(",-"));
+    RINGGRAD_CHECK(!first.empty(), "init_process_group: cannot read SLURM_JOB_NODELIST '", nodelist,
+                   "': an empty range in brackets");
+    host += first;
     i = close;
   }
   RINGGRAD_CHECK(!host.empty(), "init_process_group: cannot read a host name from SLURM_JOB_NODELIST '", nodelist, "'");
@@ -120,8 +123,13 @@ LaunchInfo read_launch_info(const InitOptions& options) {
   RINGGRAD_CHECK(info.world_size >= 1, "init_process_group: expected ", size_name, " >= 1, got ", info.world_size);
   RINGGRAD_CHECK(info.rank >= 0 && info.rank < info.world_size, "init_process_group: expected 0 <= ", rank_name,
                  " < ", size_name, " (", info.world_size, "), got ", info.rank);
+  // srun can start an MPI job itself (srun --mpi=pmi2 sets PMI_* as well as SLURM_*): when Slurm's
+  // numbers agree with the chosen family's, Slurm fills in what that family leaves out.
+  const bool under_srun = env_int("SLURM_PROCID") == std::optional<int>(info.rank) &&
+                          env_int("SLURM_NTASKS") == std::optional<int>(info.world_size);
   std::optional<int> local = options.local_rank >= 0 ? std::optional<int>(options.local_rank) : std::nullopt;
   if (!local && family != nullptr) local = env_int(family->local_rank);
+  if (!local && under_srun) local = env_int("SLURM_LOCALID");
   info.local_rank = local.value_or(info.rank);
   RINGGRAD_CHECK(info.local_rank >= 0, "init_process_group: expected a local rank >= 0, got ", info.local_rank);
 
@@ -132,16 +140,20 @@ LaunchInfo read_launch_info(const InitOptions& options) {
     info.master_addr = options.master_addr;
   } else if (const std::optional<std::string> addr = env("MASTER_ADDR")) {
     info.master_addr = *addr;
-  } else if (family == &kFamilies[3]) {
-    const std::optional<std::string> nodes = env("SLURM_JOB_NODELIST") ? env("SLURM_JOB_NODELIST") : env("SLURM_NODELIST");
+  } else if (family == &kFamilies[3] || (mpi_or_slurm && under_srun)) {
+    // The step's first node runs its task 0 (a step started with -w or -r need not use the job's first).
+    std::optional<std::string> nodes = env("SLURM_STEP_NODELIST");
+    if (!nodes) nodes = env("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = env("SLURM_NODELIST");
     if (nodes) info.master_addr = first_slurm_host(*nodes);
-  } else if (family == &kFamilies[1]) {
-    // Open MPI says how many ranks share this host: fewer than the job means several hosts, and
+  } else if (family == &kFamilies[1] || family == &kFamilies[2]) {
+    // MPI says how many ranks share this host: fewer than the job means several hosts, and
     // 127.0.0.1 would be the wrong machine for all but one of them.
-    const std::optional<int> local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
-    RINGGRAD_CHECK(!local_size || *local_size >= info.world_size, "init_process_group: this Open MPI job spans ",
-                   "several hosts (OMPI_COMM_WORLD_LOCAL_SIZE ", *local_size, " < OMPI_COMM_WORLD_SIZE ",
-                   info.world_size, "), so MASTER_ADDR must name rank 0's host: mpirun -x MASTER_ADDR=<host> ...");
+    const char* local_size_name = family == &kFamilies[1] ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS";
+    const std::optional<int> local_size = env_int(local_size_name);
+    RINGGRAD_CHECK(!local_size || *local_size >= info.world_size, "init_process_group: this ", family->launcher,
+                   " job spans several hosts (", local_size_name, " ", local_size.value_or(0), " < ", family->size, " ",
+                   info.world_size, "), so MASTER_ADDR must name rank 0's host (Open MPI: mpirun -x MASTER_ADDR=<host>)");
   }
   if (options.master_port >= 0) {
     info.master_port = options.master_port;
@@ -155,6 +167,17 @@ LaunchInfo read_launch_info(const InitOptions& options) {
                    "rendezvous store there)", kHowToLaunch);
     RINGGRAD_CHECK(info.master_port >= 1 && info.master_port <= 65535,
                    "init_process_group: expected MASTER_PORT in 1..65535, got ", info.master_port);
+  }
+
+  // The launcher's job id, when it has one.
+  if (family == &kFamilies[3] && env("SLURM_JOB_ID")) {
+    info.job_id = "slurm " + *env("SLURM_JOB_ID") + "." + env("SLURM_STEP_ID").value_or("0");
+  } else if (family == &kFamilies[1] && env("OMPI_MCA_ess_base_jobid")) {
+    info.job_id = "open-mpi " + *env("OMPI_MCA_ess_base_jobid");
+  } else if (env("PMIX_NAMESPACE") && mpi_or_slurm) {
+    info.job_id = "pmix " + *env("PMIX_NAMESPACE");
+  } else if (family == &kFamilies[0] && env("TORCHELASTIC_RUN_ID")) {
+    info.job_id = "torchrun " + *env("TORCHELASTIC_RUN_ID");
   }
 
   // torchrun (without --standalone or with it) runs an agent that already serves its own TCPStore on

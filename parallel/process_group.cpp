@@ -149,7 +149,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
       throw Error(detail::str("init_process_group: rank ", info.rank, " of ", info.world_size,
                               " (launched by ", info.launcher, ") cannot meet rank 0's store at ", address, ": ", e.what()));
     }
-    rendezvous(*store, info.rank, info.world_size, address, info.setup_timeout);
+    rendezvous(*store, {info.rank, info.world_size, address, info.job_id}, info.setup_timeout);
   }
   std::shared_ptr<ProcessGroup> group;
   if (backend == "ring") {

@@ -132,6 +132,10 @@ struct LaunchInfo {
   int master_port = 0;
   std::string launcher = "explicit options";  // which source gave rank and world size, for messages
   bool torchrun_agent_store = false;  // torchrun's agent already serves a TCPStore on MASTER_PORT
+  // The launcher's name for this job ("slurm 4242.0", "open-mpi 1273495553", "torchrun <run id>"),
+  // "" when it gives none. Ranks that meet at a store whose rank 0 has another job id fail at once:
+  // two jobs on one MASTER_PORT must not build one ring.
+  std::string job_id;
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::chrono::milliseconds setup_timeout = kDefaultSetupTimeout;
 };

@@ -1,4 +1,13 @@
-// parallel/rendezvous.cpp: announce, then wait in rounds that end at each progress report.
+// parallel/rendezvous.cpp: check the job, claim the rank, count in, then wait for the last arrival.
+//
+// Keys (all in the job's own store):
+//   rendezvous/job          rank 0's launcher job id: a rank of another job stops here
+//   rendezvous/rank/<r>     a counter: the first process to claim rank r gets 1, a duplicate 2
+//   rendezvous/joined/<r>   "host pid N" of rank r, for messages
+//   rendezvous/count        how many ranks joined; the one that makes it world_size sets ...
+//   rendezvous/done         ... which every rank waits for
+// Waiting on one key keeps the store's work per arrival constant; which ranks are missing is only
+// worked out when there is something to report, from the joined keys.
 #include "parallel/rendezvous.h"
 
 #include <unistd.h>
@@ -31,53 +40,88 @@ std::string name_ranks(const std::vector<int>& ranks) {
 
 long long whole_seconds(milliseconds t) { return static_cast<long long>((t.count() + 500) / 1000); }
 
+// The ranks that have not joined yet: the joined keys still missing, asked for in batches the
+// store accepts (a wait of 1 ms answers with the keys it lacks).
+std::vector<int> missing_ranks(Store& store, int world_size) {
+  std::vector<int> missing;
+  for (int first = 0; first < world_size; first += static_cast<int>(kMaxKeysPerWait)) {
+    const int last = std::min(world_size, first + static_cast<int>(kMaxKeysPerWait));
+    std::vector<std::string> keys;
+    for (int r = first; r < last; ++r) keys.push_back(joined_key(r));
+    const std::vector<std::string> absent = store.wait_for(keys, milliseconds(1));
+    for (int r = first; r < last; ++r)
+      if (std::find(absent.begin(), absent.end(), keys[static_cast<size_t>(r - first)]) != absent.end())
+        missing.push_back(r);
+  }
+  return missing;
+}
+
 }  // namespace
 
-void rendezvous(Store& store, int rank, int world_size, const std::string& store_address, milliseconds timeout) {
+void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
   const net::Deadline deadline = net::deadline_in(timeout);
+  const int rank = me.rank, world_size = me.world_size;
+
+  // 1. The job. Rank 0 opened this store a moment ago, so its key is there at once.
+  if (rank == 0) {
+    store.set("rendezvous/job", me.job_id);
+  } else {
+    const std::string theirs = store.get_string("rendezvous/job");
+    RINGGRAD_CHECK(theirs.empty() || me.job_id.empty() || theirs == me.job_id, "init_process_group: the store at ",
+                   me.store_address, " belongs to another job (its rank 0 was started as ", theirs,
+                   ", this rank as ", me.job_id, "); do two jobs share MASTER_ADDR and MASTER_PORT? Give each "
+                   "its own MASTER_PORT");
+  }
+
+  // 2. The rank: two processes with the same RANK would each wait for a neighbour that is the other.
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  store.set(joined_key(rank), detail::str(host, " pid ", ::getpid()));
+  const std::string who = detail::str(host, " pid ", ::getpid());
+  if (store.add("rendezvous/rank/" + std::to_string(rank), 1) != 1) {
+    std::string first;
+    try {
+      const ScopedStoreTimeout brief(store, milliseconds(1000));
+      first = " (" + store.get_string(joined_key(rank)) + ")";
+    } catch (const std::exception&) {
+    }
+    throw Error(detail::str("init_process_group: rank ", rank, " was already claimed by another process", first,
+                            "; this one is ", who, ". Does every process get its own RANK?"));
+  }
+  store.set(joined_key(rank), who);
+  if (store.add("rendezvous/count", 1) == world_size) store.set("rendezvous/done", "1");
 
-  std::vector<int> missing;
-  for (int r = 0; r < world_size; ++r)
-    if (r != rank) missing.push_back(r);
-  // A rank that points at the right store with the wrong token never joins; the server knows.
-  const TCPStore* served = rank == 0 ? dynamic_cast<const TCPStore*>(&store) : nullptr;
-  auto progress = [&] {
-    const int64_t refused = served != nullptr ? served->refused_connections() : 0;
-    return detail::str(world_size - static_cast<int>(missing.size()), " of ", world_size, " ranks joined; waiting for ",
-                       name_ranks(missing), " at ", store_address,
-                       refused > 0 ? detail::str(" (the store refused ", refused, refused == 1 ? " connection" :
-                                                 " connections", " without this job's RINGGRAD_JOB_TOKEN)")
-                                   : std::string());
+  // 3. Wait for the last arrival, in rounds that end when a progress line is due.
+  auto progress = [&](const std::vector<int>& missing) {
+    std::string text = detail::str(world_size - static_cast<int>(missing.size()), " of ", world_size,
+                                   " ranks joined; waiting for ", name_ranks(missing), " at ", me.store_address);
+    // A rank that points at the right store with the wrong token never joins; rank 0's server knows.
+    const TCPStore* served = rank == 0 ? dynamic_cast<const TCPStore*>(&store) : nullptr;
+    const TCPStore::Refused refused = served != nullptr ? served->refused_connections() : TCPStore::Refused{};
+    if (refused.wrong_token > 0)
+      text += detail::str("; the store refused ", refused.wrong_token, " connection",
+                          refused.wrong_token == 1 ? "" : "s", " with another job token (RINGGRAD_JOB_TOKEN)");
+    if (refused.silent > 0)
+      text += detail::str("; ", refused.silent, " connection", refused.silent == 1 ? "" : "s",
+                          " sent nothing within the handshake limit");
+    return text;
   };
   net::WaitReporter reporter([&](milliseconds waited) {
-    std::fprintf(stderr, "rendezvous: %s (%lld s of %lld s)\n", progress().c_str(), whole_seconds(waited),
-                 whole_seconds(timeout));
+    std::fprintf(stderr, "rendezvous: %s (%lld s of %lld s)\n", progress(missing_ranks(store, world_size)).c_str(),
+                 whole_seconds(waited), whole_seconds(timeout));
     std::fflush(stderr);
   });
-  while (!missing.empty()) {
+  for (;;) {
     const net::Clock::time_point now = net::Clock::now();
     if (now >= deadline) {
-      throw Error(detail::str("init_process_group: rendezvous timed out after ", timeout.count(), " ms: ", progress(),
-                              ", which never arrived. Is every rank started, with the same MASTER_ADDR, MASTER_PORT "
-                              "and WORLD_SIZE? (RINGGRAD_TIMEOUT=seconds waits longer)"));
+      throw Error(detail::str("init_process_group: rendezvous timed out after ", timeout.count(), " ms: ",
+                              progress(missing_ranks(store, world_size)), ", which never arrived. Is every rank "
+                              "started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE? (RINGGRAD_TIMEOUT="
+                              "seconds waits longer)"));
     }
-    // One round: wait for (up to the store's limit of) the missing keys until the next report is due.
     const net::Clock::time_point round_end = std::min(deadline, reporter.next_report());
-    const milliseconds limit =
-        std::max(milliseconds(1), std::chrono::ceil<milliseconds>(round_end - now));
-    const size_t n = std::min(missing.size(), kMaxKeysPerWait);
-    std::vector<std::string> keys;
-    for (size_t i = 0; i < n; ++i) keys.push_back(joined_key(missing[i]));
-    const std::vector<std::string> still = store.wait_for(keys, limit);
-    std::vector<int> next;
-    for (size_t i = 0; i < n; ++i)
-      if (std::find(still.begin(), still.end(), keys[i]) != still.end()) next.push_back(missing[i]);
-    next.insert(next.end(), missing.begin() + static_cast<std::ptrdiff_t>(n), missing.end());
-    missing = std::move(next);
-    if (!missing.empty()) reporter.poll();
+    const milliseconds limit = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(round_end - now));
+    if (store.wait_for({"rendezvous/done"}, limit).empty()) return;
+    reporter.poll();
   }
 }
 

@@ -14,11 +14,17 @@
 namespace ringgrad {
 namespace parallel {
 
-// Announces `rank` and waits until all `world_size` ranks have, for at most `timeout`. Progress
-// lines go to stderr ("rendezvous: 1 of 2 ranks joined; waiting for rank 1 at 127.0.0.1:29500").
-// Throws naming the missing ranks when the timeout passes.
-void rendezvous(Store& store, int rank, int world_size, const std::string& store_address,
-                std::chrono::milliseconds timeout);
+struct RendezvousInfo {
+  int rank = 0, world_size = 1;
+  std::string store_address;  // "host:port", for messages
+  std::string job_id;         // the launcher's id of this job, "" when unknown (LaunchInfo::job_id)
+};
+
+// Checks that the store belongs to this job, claims `me.rank` (a second process with the same rank
+// fails at once), and waits until all ranks have joined, for at most `timeout`. Progress lines go to
+// stderr ("rendezvous: 1 of 2 ranks joined; waiting for rank 1 at 127.0.0.1:29500"). Throws naming
+// the missing ranks when the timeout passes.
+void rendezvous(Store& store, const RendezvousInfo& me, std::chrono::milliseconds timeout);
 
 }  // namespace parallel
 }  // namespace ringgrad

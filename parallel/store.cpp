@@ -252,8 +252,10 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
   int port() const { return listener_.port(); }
-  // Connections closed for a wrong or missing job token so far: a rendezvous that times out says so.
-  int64_t refused() const { return refused_.load(); }
+  // Connections closed so far for a wrong job token, and for presenting none within the handshake
+  // limit (a stopped client, a port scanner): a rendezvous that times out says so.
+  int64_t refused_token() const { return refused_token_.load(); }
+  int64_t refused_silent() const { return refused_silent_.load(); }
 
  private:
   using ConnId = uint64_t;  // never reused, unlike fds, so a stale waiter entry cannot hit a newcomer
@@ -280,7 +282,7 @@ class StoreServer {
   std::string token_;
   int64_t max_value_bytes_;
   int wake_fd_ = -1;  // the destructor writes here to wake poll()
-  std::atomic<int64_t> refused_{0};  // written by the server thread, read by refused()
+  std::atomic<int64_t> refused_token_{0}, refused_silent_{0};  // written by the server thread only
 
   // Touched by the server thread only, so they need no lock.
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
@@ -425,14 +427,14 @@ bool StoreServer::authenticate(Connection& c) {
   const uint32_t n = load_u32(c.in.data());
   if (n != token_.size()) {
     c.dead = true;
-    ++refused_;
+    ++refused_token_;
     return false;
   }
   if (c.in.size() < 4 + size_t{n}) return false;
   const std::string got(c.in.begin() + 4, c.in.begin() + 4 + n);
   if (!net::tokens_equal(got, token_)) {
     c.dead = true;
-    ++refused_;
+    ++refused_token_;
     return false;
   }
   c.in.erase(c.in.begin(), c.in.begin() + 4 + n);
@@ -562,7 +564,7 @@ void StoreServer::expire_deadlines() {
     if (c.dead || now < c.deadline) continue;
     if (!c.authenticated) {
       c.dead = true;
-      ++refused_;
+      ++refused_silent_;
       continue;
     }
     if (!c.held) continue;
@@ -594,7 +596,11 @@ void StoreServer::unlist(ConnId id, Connection& c) {
 void StoreServer::close_dead() {
   for (auto it = conns_.begin(); it != conns_.end();) {
     Connection& c = it->second;
-    if (c.read_closed && !c.held && c.out.empty()) c.dead = true;  // everything it asked is answered
+    // A half-closed client is closed once everything it asked is answered -- and at once if it is
+    // waiting in a get or wait: our clients never half-close while waiting, and a peer that reset
+    // the connection (which poll reports as a hang-up every round, whatever it is asked) can never
+    // read the answer, so holding it would only spin the loop and keep its fd.
+    if (c.read_closed && (c.held || c.out.empty())) c.dead = true;
     if (c.dead) {
       unlist(it->first, it->second);
       it = conns_.erase(it);  // the Socket closes its fd
@@ -789,7 +795,10 @@ TCPStore::~TCPStore() = default;
 
 int TCPStore::port() const { return impl_->port; }
 
-int64_t TCPStore::refused_connections() const { return impl_->server ? impl_->server->refused() : 0; }
+TCPStore::Refused TCPStore::refused_connections() const {
+  if (!impl_->server) return {};
+  return {impl_->server->refused_token(), impl_->server->refused_silent()};
+}
 
 void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   const std::string what = "TCPStore set(" + quoted(key) + ")";

@@ -46,9 +46,9 @@ class Store {
   // Removes key; returns whether it existed.
   virtual bool delete_key(const std::string& key) = 0;
 
-  // Thread-safe: a communication thread may shorten it for diagnostics while others use the store.
+  // Thread-safe. On a thread inside a ScopedStoreTimeout for this store, timeout() is that scope's.
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
-  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms_.load()); }
+  std::chrono::milliseconds timeout() const;
 
   // Helpers for text values.
   void set(const std::string& key, const std::string& value) { set(key, std::vector<uint8_t>(value.begin(), value.end())); }
@@ -61,22 +61,38 @@ class Store {
   std::atomic<int64_t> timeout_ms_{300000};
 };
 
-// Shortens a store's timeout for one scope and restores it after. Diagnostics after a failure (who
-// failed first?) must not wait as long as the operation that failed: the store may be served by the
-// very rank that stopped answering.
+// Shortens a store's timeout for one scope, on this thread only. Diagnostics after a failure (who
+// failed first?) must not wait as long as the operation that failed -- the store may be served by
+// the very rank that stopped answering -- while other threads' waits on the same store keep their
+// own timeout. Scopes nest; each ends with its own lifetime.
 class ScopedStoreTimeout {
  public:
-  ScopedStoreTimeout(Store& store, std::chrono::milliseconds limit) : store_(store), saved_(store.timeout()) {
-    store_.set_timeout(std::min(limit, saved_));
+  ScopedStoreTimeout(const Store& store, std::chrono::milliseconds limit)
+      : store_(&store), limit_(std::min(limit, store.timeout())), outer_(innermost_) {
+    innermost_ = this;
   }
-  ~ScopedStoreTimeout() { store_.set_timeout(saved_); }
+  ~ScopedStoreTimeout() { innermost_ = outer_; }
   ScopedStoreTimeout(const ScopedStoreTimeout&) = delete;
   ScopedStoreTimeout& operator=(const ScopedStoreTimeout&) = delete;
 
+  // The limit of this thread's innermost scope for `store`, if any.
+  static const std::chrono::milliseconds* limit_for(const Store* store) {
+    for (const ScopedStoreTimeout* s = innermost_; s != nullptr; s = s->outer_)
+      if (s->store_ == store) return &s->limit_;
+    return nullptr;
+  }
+
  private:
-  Store& store_;
-  std::chrono::milliseconds saved_;
+  const Store* store_;
+  std::chrono::milliseconds limit_;
+  const ScopedStoreTimeout* outer_;
+  static inline thread_local const ScopedStoreTimeout* innermost_ = nullptr;
 };
+
+inline std::chrono::milliseconds Store::timeout() const {
+  const std::chrono::milliseconds* scoped = ScopedStoreTimeout::limit_for(this);
+  return scoped != nullptr ? *scoped : std::chrono::milliseconds(timeout_ms_.load());
+}
 
 struct TCPStoreOptions {
   std::string host = "127.0.0.1";  // the server binds here (not to every interface); clients connect here
@@ -113,9 +129,12 @@ class TCPStore : public Store {
   using Store::set;
 
   int port() const;  // the server's port (useful with port 0)
-  // On the server: connections closed so far because they did not present the job token (a wrong
-  // or missing one, or none within the handshake limit). 0 on a client.
-  int64_t refused_connections() const;
+  // On the server: connections closed so far because they presented a wrong job token, and because
+  // they presented none within the handshake limit (a stopped client, a port scanner). 0 on a client.
+  struct Refused {
+    int64_t wrong_token = 0, silent = 0;
+  };
+  Refused refused_connections() const;
 
  private:
   struct Impl;

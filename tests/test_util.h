@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -44,6 +46,16 @@ class MessageContainsAll : public Catch::MatcherBase<Error> {
  private:
   std::vector<std::string> pieces_;
 };
+
+// A whole file's bytes ("" when it cannot be read), and a file replaced by `bytes`.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+inline void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
 
 // A fresh folder under the system's temp dir, removed with everything in it at scope exit. The name
 // holds the process id and a counter, so tests running in parallel processes never share a folder.

@@ -99,7 +99,8 @@ std::vector<std::pair<std::string, const char*>> no_launcher() {
        {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
         "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "RINGGRAD_TIMEOUT",
-        "TORCHELASTIC_USE_AGENT_STORE"})
+        "TORCHELASTIC_USE_AGENT_STORE", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "MPI_LOCALNRANKS",
+        "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"})
     vars.emplace_back(name, nullptr);
   return vars;
 }
@@ -147,6 +148,25 @@ TEST_CASE("read_launch_info: Open MPI, MPICH and Slurm variables, with defaults 
   }
 }
 
+TEST_CASE("read_launch_info: srun starting an MPI job fills in what PMI leaves out, and job ids", "[ring]") {
+  // srun --mpi=pmi2 sets PMI_RANK/PMI_SIZE, and Slurm's own numbers agree with them.
+  ScopedEnv env(with(no_launcher(), {{"PMI_RANK", "9"}, {"PMI_SIZE", "16"}, {"SLURM_PROCID", "9"},
+                                     {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "4242"},
+                                     {"SLURM_STEP_ID", "3"}, {"SLURM_STEP_NODELIST", "n[05-12]"},
+                                     {"SLURM_JOB_NODELIST", "n[01-12]"}}));
+  const parallel::LaunchInfo info = read_launch_info({});
+  CHECK(info.rank == 9);
+  CHECK(info.local_rank == 1);           // SLURM_LOCALID, not the global rank
+  CHECK(info.master_addr == "n05");      // the step's first node
+  CHECK(info.launcher == "MPICH/Intel MPI (PMI)");
+  {
+    ScopedEnv slurm_only(with({}, {{"PMI_RANK", nullptr}, {"PMI_SIZE", nullptr}}));
+    CHECK(read_launch_info({}).job_id == "slurm 4242.3");
+  }
+  ScopedEnv hydra(with(no_launcher(), {{"PMI_RANK", "0"}, {"PMI_SIZE", "4"}, {"MPI_LOCALNRANKS", "2"}}));
+  CHECK_ERROR(read_launch_info({}), "spans several hosts", "MPI_LOCALNRANKS", "MASTER_ADDR");
+}
+
 TEST_CASE("read_launch_info: launchers nest in a fixed order, and rank and size never mix families", "[ring]") {
   // srun running mpirun running torchrun: the innermost launcher (the one that set RANK) wins.
   ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "1"},
@@ -175,6 +195,7 @@ TEST_CASE("read_launch_info: a multi-host Open MPI job needs MASTER_ADDR, and Sl
   CHECK(parallel::first_slurm_host("rack[2-3]-n[009,11]-ib") == "rack2-n009-ib");
   CHECK_ERROR(parallel::first_slurm_host("node[01-04"), "SLURM_JOB_NODELIST", "node[01-04");
   CHECK_ERROR(parallel::first_slurm_host(""), "SLURM_JOB_NODELIST");
+  CHECK_ERROR(parallel::first_slurm_host("node[]"), "SLURM_JOB_NODELIST", "empty");
 }
 
 TEST_CASE("read_launch_info: timeouts come from the code, else RINGGRAD_TIMEOUT, else 300 s and 60 s for setup",

@@ -179,8 +179,40 @@ TEST_CASE("ring: a rank with another job's token is refused at once, and rank 0'
   CHECK(error_after_ms(job.ranks[1].output) < 1500);
   CHECK(job.ranks[1].output.find("did not accept this connection") != std::string::npos);
   CHECK(job.ranks[0].exit_code == 3);
-  CHECK(job.ranks[0].output.find("the store refused 1 connection without this job's RINGGRAD_JOB_TOKEN") !=
+  CHECK(job.ranks[0].output.find("the store refused 1 connection with another job token (RINGGRAD_JOB_TOKEN)") !=
         std::string::npos);
+}
+
+TEST_CASE("ring: two processes that claim the same rank are stopped at the rendezvous, naming both", "[ring]") {
+  // Of three processes, the third also says RANK=1: whichever of the two claims rank 1 second fails
+  // at once; the others then wait for rank 2, which never came.
+  const JobResult job = spawn_ranks(3, kWorker, {"one", "auto"},
+                                    {{"VICTIM", "2"}, {"VICTIM_RANK", "1"}, {"TIMEOUT_MS", "3000"}},
+                                    std::chrono::seconds(30));
+  INFO(all_output(job));
+  int refused = 0;
+  for (int r : {1, 2}) {
+    const std::string& out = job.ranks[r].output;
+    if (out.find("rank 1 was already claimed by another process") == std::string::npos) continue;
+    ++refused;
+    CHECK(out.find("Does every process get its own RANK?") != std::string::npos);
+    CHECK(error_after_ms(out) < 1500);
+  }
+  CHECK(refused == 1);
+  CHECK(job.ranks[0].output.find("waiting for rank 2") != std::string::npos);
+}
+
+TEST_CASE("ring: a rank of another job at this job's store is refused, naming both job ids", "[ring]") {
+  // The victim (rank 1) carries another torchrun run id than rank 0.
+  const JobResult job = spawn_ranks(2, kWorker, {"one", "auto"},
+                                    {{"VICTIM", "1"}, {"TIMEOUT_MS", "3000"}, {"TORCHELASTIC_RUN_ID", "run-a"},
+                                     {"VICTIM_RUN_ID", "run-b"}},
+                                    std::chrono::seconds(30));
+  INFO(all_output(job));
+  CHECK(job.ranks[1].exit_code == 3);
+  CHECK(error_after_ms(job.ranks[1].output) < 1500);
+  CHECK(job.ranks[1].output.find("belongs to another job (its rank 0 was started as torchrun run-a, this rank as "
+                                 "torchrun run-b)") != std::string::npos);
 }
 
 TEST_CASE("ring: without RINGGRAD_JOB_TOKEN rank 0 warns once that the job is not authenticated", "[ring]") {

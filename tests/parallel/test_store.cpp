@@ -482,6 +482,15 @@ TEST_CASE("TCPStore: wait_for returns the keys still missing after its own limit
     const Clock::time_point t0 = Clock::now();
     CHECK_ERROR(client.get("never"), "timed out after 100 ms");
     CHECK(ms_since(t0) < 1000);
+    // Only this thread's calls: another thread using the same store keeps the store's timeout.
+    std::chrono::milliseconds elsewhere{0};
+    std::thread([&] { elsewhere = client.timeout(); }).join();
+    CHECK(elsewhere == 2000ms);
+    {
+      const ScopedStoreTimeout briefer(client, 50ms);  // scopes nest
+      CHECK(client.timeout() == 50ms);
+    }
+    CHECK(client.timeout() == 100ms);
   }
   CHECK(client.timeout() == 2000ms);
 }

@@ -8,6 +8,7 @@
 // fault-injection tests expect from the survivors.
 #include <ringgrad/ringgrad.h>
 
+#include "parallel/rendezvous.h"
 #include "parallel/ring/ring_process_group.h"
 #include "parallel/socket.h"
 #include "parallel/store.h"
@@ -170,24 +171,31 @@ void kill_victim(int r) {
   if (f != nullptr) std::fclose(f);
 }
 
-// A stray client at rank 0's ring listener, ahead of the real peer: it joins the rendezvous in this
-// rank's name (so rank 0 goes on to build the ring and publishes its listener), connects to that
-// listener first and then says nothing, holding the connection open. Returns once connected.
-std::thread hold_silent_connection(int rank, int timeout_ms) {
+// Rank `rank` of a job whose rank 0's ring listener gets a stray client first: this rank meets the
+// others by hand (the steps of init_process_group), so that between the rendezvous -- after which
+// rank 0 publishes its listener -- and connecting its own ring link it can connect a silent client
+// to that listener, which then holds the connection open and says nothing.
+std::shared_ptr<parallel::ProcessGroup> ring_behind_a_silent_client(int rank, int world, int timeout_ms,
+                                                                    std::thread& holder) {
+  const std::string address = std::string("127.0.0.1:") + std::getenv("MASTER_PORT");
   auto store = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
                                                         .with_host("127.0.0.1")
                                                         .with_port(std::atoi(std::getenv("MASTER_PORT")))
                                                         .with_timeout(std::chrono::milliseconds(timeout_ms))
                                                         .with_token(parallel::net::job_token()));
-  store->set("rendezvous/joined/" + std::to_string(rank), "intruder");
-  const std::string address = store->get_string("ring/tcp/0");
-  const size_t colon = address.rfind(':');
+  parallel::rendezvous(*store, {rank, world, address, ""}, std::chrono::milliseconds(timeout_ms));
+  const std::string listener = store->get_string("ring/tcp/0");
+  const size_t colon = listener.rfind(':');
   auto socket = std::make_shared<parallel::net::Socket>(
-      parallel::net::connect_to(address.substr(0, colon), std::stoi(address.substr(colon + 1)),
+      parallel::net::connect_to(listener.substr(0, colon), std::stoi(listener.substr(colon + 1)),
                                 parallel::net::deadline_in(std::chrono::seconds(10)), "intruder"));
-  std::printf("rank %d: a silent client connected to rank 0's ring listener at %s\n", rank, address.c_str());
+  std::printf("rank %d: a silent client connected to rank 0's ring listener at %s\n", rank, listener.c_str());
   std::fflush(stdout);
-  return std::thread([socket, store] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
+  holder = std::thread([socket] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
+  parallel::RingOptions options;
+  options.transport = "tcp";
+  options.timeout = options.setup_timeout = std::chrono::milliseconds(timeout_ms);
+  return std::make_shared<parallel::RingProcessGroup>(store, rank, world, options);
 }
 
 }  // namespace
@@ -209,12 +217,19 @@ int main(int argc, char** argv) {
       std::printf("rank %d: not joining\n", rank);  // a rank that was never started
       return 0;
     }
-    if (scenario == "intruder" && rank == victim) intruder = hold_silent_connection(rank, timeout_ms);
+
     // VICTIM_TOKEN: the victim comes with another job's token.
     if (rank == victim && std::getenv("VICTIM_TOKEN")) ::setenv("RINGGRAD_JOB_TOKEN", std::getenv("VICTIM_TOKEN"), 1);
+    // VICTIM_RANK: the victim claims another rank's number.
+    if (rank == victim && std::getenv("VICTIM_RANK")) ::setenv("RANK", std::getenv("VICTIM_RANK"), 1);
+    // VICTIM_RUN_ID: the victim belongs to another torchrun job.
+    if (rank == victim && std::getenv("VICTIM_RUN_ID")) ::setenv("TORCHELASTIC_RUN_ID", std::getenv("VICTIM_RUN_ID"), 1);
     auto options = parallel::InitOptions().with_transport(transport);
     if (std::getenv("TIMEOUT_MS")) options.with_timeout(std::chrono::milliseconds(timeout_ms));
-    auto pg = parallel::init_process_group("ring", options);
+    const bool behind_intruder = scenario == "intruder" && rank == victim;
+    auto pg = behind_intruder
+                  ? ring_behind_a_silent_client(rank, std::atoi(std::getenv("WORLD_SIZE")), timeout_ms, intruder)
+                  : parallel::init_process_group("ring", options);
     rank = pg->rank();
     const auto ring = std::static_pointer_cast<parallel::RingProcessGroup>(pg);
     std::printf("rank %d transport %s\n", rank, ring->transport_name());
