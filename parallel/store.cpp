@@ -23,6 +23,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -283,6 +284,7 @@ class StoreServer {
   int64_t max_value_bytes_;
   int wake_fd_ = -1;  // the destructor writes here to wake poll()
   std::atomic<int64_t> refused_token_{0}, refused_silent_{0};  // written by the server thread only
+  bool accept_failure_reported_ = false;
 
   // Touched by the server thread only, so they need no lock.
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
@@ -293,8 +295,19 @@ class StoreServer {
   std::thread thread_;  // last: starts once everything above exists
 };
 
+// Every rank holds one connection to the store, so a large job needs more descriptors than the
+// usual soft limit of 1024: take what the hard limit allows, as servers do.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);  // best effort: the accept error says what to do otherwise
+  }
+}
+
 StoreServer::StoreServer(const TCPStoreOptions& options)
     : listener_(options.host, options.port), token_(options.token), max_value_bytes_(options.max_value_bytes) {
+  raise_fd_limit();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   RINGGRAD_CHECK(wake_fd_ >= 0, "TCPStore server: cannot create an eventfd: ", std::system_category().message(errno));
   thread_ = std::thread([this] { run(); });
@@ -357,9 +370,15 @@ void StoreServer::accept_all() {
       s = listener_.try_accept();
       if (!s.valid()) return;
       s.set_nodelay();
-    } catch (const Error&) {
+    } catch (const Error& e) {
       // Out of fds, most likely: the connection stays in the backlog. Pause briefly, so the loop
-      // does not spin on a listener that stays readable, and keep serving the others.
+      // does not spin on a listener that stays readable, and keep serving the others -- but say so
+      // once: the clients left in the backlog only see a handshake that nobody answers.
+      if (!accept_failure_reported_) {
+        accept_failure_reported_ = true;
+        std::cerr << "ringgrad TCPStore server: " << e.what() << "; clients wait in the backlog (out of file "
+                  << "descriptors? raise `ulimit -n`)\n";
+      }
       std::this_thread::sleep_for(milliseconds(10));
       return;
     }

@@ -259,3 +259,25 @@ TEST_CASE("ring: a job started by Open MPI's mpirun reads its ranks from OMPI_CO
   CHECK(output.find("rank 1 transport shm") != std::string::npos);
 }
 #endif
+
+#ifdef RINGGRAD_TORCHRUN_PYTHON
+TEST_CASE("ring: a job started by torchrun, whose agent holds MASTER_PORT, meets on the next port", "[ring]") {
+  // --redirects 1 --tee 1: torch 1.13's torchrun cannot parse its default "0" on Python 3.11 (enum
+  // iteration changed), and a non-zero value avoids that path; the output still reaches us.
+  const TempDir dir;
+  const std::string log = dir.file("torchrun.log");
+  const int port = ringgrad::test::free_port();
+  const std::string command = "timeout -s KILL 90 " + std::string(RINGGRAD_TORCHRUN_PYTHON) +
+                              " -m torch.distributed.run --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " +
+                              dir.file("logs") + " --no_python --master_port " + std::to_string(port) + " " + kWorker +
+                              " one auto > " + log + " 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(command << "\n" << output);
+  CHECK(status == 0);
+  CHECK(output.find("rank 0: ok") != std::string::npos);
+  CHECK(output.find("rank 1: ok") != std::string::npos);
+  CHECK(output.find("uses port " + std::to_string(port + 1)) != std::string::npos);
+}
+#endif
