@@ -16,17 +16,22 @@
 // Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
 //              rank then gets SIGTERM (and SIGCONT, so that a stopped rank acts on it), and SIGKILL
 //              if it is still running --grace-ms later.
+// Signals      SIGINT, SIGTERM, SIGHUP and SIGQUIT (Ctrl-\) to ringrun are forwarded to every rank
+//              and stop the job; SIGALRM and SIGXCPU stop it with SIGTERM to the ranks; SIGUSR1 and
+//              SIGUSR2 are forwarded and the job goes on (a program may checkpoint on `kill -USR1`).
+//              A signal ringrun inherited as ignored stays ignored, in the ranks too: `nohup ringrun
+//              ... &` survives logging out. The ranks start with the signal mask ringrun inherited.
 // Exit status  0 when every rank exits 0. Otherwise the first failure's, the way a shell reports it:
-//              its exit status, or 128+signal when it was killed (137 for SIGKILL). When ringrun
-//              itself gets SIGINT, SIGTERM or SIGHUP: 128+signal (130 for Ctrl-C). Bad usage: 2.
+//              its exit status, or 128+signal when it was killed (137 for SIGKILL). When a signal to
+//              ringrun stops the job: 128+signal (130 for Ctrl-C). Bad usage: 2.
 //              A program that cannot be started: 127. Any other error of ringrun's own: 1.
 //
 // Process groups. Each rank leads its own process group, and ringrun signals the group (kill(-pid)),
 // not only the rank: a rank that is a shell script, or that forked helpers, is stopped whole. So
 // Ctrl-C in a terminal -- which the kernel sends to the foreground process group -- reaches ringrun
 // alone, and ringrun forwards it once to every rank (ranks left in ringrun's group would get it
-// twice, from the terminal and from ringrun). SIGTERM and SIGHUP (a closed terminal) are forwarded
-// the same way; ringrun then waits for the ranks, SIGKILLs what is left after the grace period, and
+// twice, from the terminal and from ringrun). SIGTERM, SIGHUP (a closed terminal) and the others
+// above are forwarded the same way; ringrun then waits for the ranks, SIGKILLs what is left after the grace period, and
 // before returning SIGKILLs anything still in a rank's group. Only SIGKILL of ringrun itself leaves
 // ranks behind, since nothing can catch it; they lose their output pipes and die of SIGPIPE at their
 // next write.
@@ -59,7 +64,9 @@ constexpr const char* kSummary =
 constexpr const char* kEpilogue =
     "With --nnodes > 1, export the same RINGGRAD_JOB_TOKEN on every node.\n"
     "Exit status: 0 if every rank exits 0; else the first failed rank's status (128+signal if it\n"
-    "was killed); 128+signal if ringrun was interrupted; 2 for bad usage; 127 if prog cannot start.\n";
+    "was killed); 128+signal if ringrun was interrupted; 2 for bad usage; 127 if prog cannot start.\n"
+    "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM and SIGXCPU stop the job; SIGUSR1 and SIGUSR2 are\n"
+    "forwarded to every rank and the job goes on. A signal ignored when ringrun starts stays ignored.\n";
 
 // Parses argv into `job` and checks what the parser cannot: the flags against each other.
 void check_args(ringgrad::cli::FlagParser& flags, int argc, char** argv, ringgrad::launch::JobOptions& job,
@@ -70,8 +77,15 @@ void check_args(ringgrad::cli::FlagParser& flags, int argc, char** argv, ringgra
   if (flags.help_requested()) return;
   if (job.command.empty()) flags.fail("expected a program to run after the flags, got none");
   if (job.master_addr.empty()) flags.fail("--master-addr expects a host name or address, got ''");
-  if (flags.was_set("--timeout") && !(timeout_s > 0))
-    flags.fail("--timeout expects a number of seconds > 0, got '" + flags.value("--timeout") + "'");
+  // The library's own bound on RINGGRAD_TIMEOUT (parallel/launch_info.cpp): better refused here
+  // than by every rank at init_process_group.
+  if (flags.was_set("--timeout") && !(timeout_s > 0 && timeout_s <= 30 * 86400.0))
+    flags.fail("--timeout expects a number of seconds in (0, 2592000], got '" + flags.value("--timeout") + "'");
+  if (static_cast<long long>(job.nnodes) * job.nproc_per_node > ringgrad::launch::kMaxWorldSize)
+    flags.fail("--nnodes " + std::to_string(job.nnodes) + " times --nproc-per-node " +
+               std::to_string(job.nproc_per_node) + " expects at most " +
+               std::to_string(ringgrad::launch::kMaxWorldSize) + " ranks in the job (WORLD_SIZE), got " +
+               std::to_string(static_cast<long long>(job.nnodes) * job.nproc_per_node));
   if (job.node_rank >= job.nnodes)
     flags.fail("--node-rank expects a value in [0, " + std::to_string(job.nnodes - 1) + "] for --nnodes " +
                std::to_string(job.nnodes) + ", got " + std::to_string(job.node_rank));

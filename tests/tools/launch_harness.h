@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -43,15 +44,29 @@ inline double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// This process's environment without RINGGRAD_JOB_TOKEN (each test decides whether there is one),
-// plus `extra` ("NAME=value" entries).
+// This process's environment without RINGGRAD_JOB_TOKEN (each test decides whether there is one)
+// and without the variables by which a launcher tells a process it is a rank (the tests may run
+// under srun or mpirun themselves), plus `extra` ("NAME=value" entries).
 inline std::vector<std::string> test_environment(const std::vector<std::string>& extra) {
+  static const char* const kDropped[] = {"RINGGRAD_JOB_TOKEN", "RINGGRAD_LAUNCHER", "RANK", "WORLD_SIZE",
+                                         "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                         "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"};
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "RINGGRAD_JOB_TOKEN=", 19) != 0) env.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool dropped = false;
+    for (const char* name : kDropped) dropped = dropped || entry.rfind(std::string(name) + "=", 0) == 0;
+    if (!dropped) env.push_back(entry);
+  }
   env.insert(env.end(), extra.begin(), extra.end());
   return env;
 }
+
+// How the launcher starts, signal-wise: what the shell that started it could have left it.
+struct SpawnSignals {
+  std::vector<int> ignored;  // SIG_IGN from the start, as `nohup` (SIGHUP) or `prog &` (SIGINT) leave them
+  std::vector<int> blocked;  // in its signal mask
+};
 
 struct Result {
   int exit_code = -1;  // ringrun's exit status; -1 when a signal killed ringrun itself
@@ -64,7 +79,7 @@ struct Result {
 class Ringrun {
  public:
   explicit Ringrun(std::vector<std::string> args, const std::vector<std::string>& extra_env = {},
-                   const std::string& program = RINGRUN_PATH) {
+                   const std::string& program = RINGRUN_PATH, const SpawnSignals& signals = {}) {
     args.insert(args.begin(), program);
     std::vector<std::string> env = test_environment(extra_env);
     std::vector<char*> argv, envp;
@@ -80,8 +95,24 @@ class Ringrun {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
     posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int signo : signals.blocked) sigaddset(&mask, signo);
+    posix_spawnattr_setsigmask(&attr, &mask);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    // posix_spawn has no "ignore" attribute, but an ignored signal stays ignored across exec: ignore
+    // it here for the moment of the spawn (nothing in a test sends this process those signals).
+    std::vector<struct sigaction> saved(signals.ignored.size());
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    for (size_t i = 0; i < signals.ignored.size(); ++i) sigaction(signals.ignored[i], &ignore, &saved[i]);
     start_ = Clock::now();
-    const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    const int rc = posix_spawn(&pid_, argv[0], &actions, &attr, argv.data(), envp.data());
+    for (size_t i = 0; i < signals.ignored.size(); ++i) sigaction(signals.ignored[i], &saved[i], nullptr);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     close(out_pipe[1]);
     close(err_pipe[1]);
@@ -111,6 +142,7 @@ class Ringrun {
   }
 
   void send(int signo) { kill(pid_, signo); }
+  const std::string& stdout_so_far() const { return out_; }
 
   // Reads until ringrun closes both streams, then reaps it. ringrun must be done within timeout_ms.
   Result finish(int timeout_ms = 10000) {
@@ -237,6 +269,31 @@ inline bool stops_soon(pid_t pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+// Each "signals ignored=... blocked=..." line (probe/signal_report.h) in `out`, in the order printed,
+// with what precedes it on its line ("[rank 1] ", or "" for an unprefixed rank).
+struct SignalReport {
+  std::string lead;
+  std::vector<int> ignored, blocked;
+  bool ignores(int signo) const { return std::find(ignored.begin(), ignored.end(), signo) != ignored.end(); }
+  bool blocks(int signo) const { return std::find(blocked.begin(), blocked.end(), signo) != blocked.end(); }
+};
+
+inline std::vector<SignalReport> signal_reports(const std::string& out) {
+  static const std::regex line_re(R"(^(.*)signals ignored=([0-9,]*) blocked=([0-9,]*)$)");
+  const auto numbers = [](const std::string& list) {
+    std::vector<int> v;
+    std::istringstream in(list);
+    for (std::string n; std::getline(in, n, ',');) v.push_back(std::stoi(n));
+    return v;
+  };
+  std::vector<SignalReport> reports;
+  for (const std::string& line : lines_of(out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, line_re)) reports.push_back({m[1].str(), numbers(m[2].str()), numbers(m[3].str())});
+  }
+  return reports;
 }
 
 inline bool is_hex_token(const std::string& token) { return std::regex_match(token, std::regex("[0-9a-f]{32}")); }

@@ -95,6 +95,71 @@ TEST_CASE("bench launch: in a job another launcher started, the benchmark is its
   CHECK(probe_envs(r.out, /*prefixed=*/false).size() == 1);
 }
 
+TEST_CASE("bench launch: under Open MPI, MPICH, Intel MPI or srun, the benchmark is a rank of that job",
+          "[ringrun][bench_launch]") {
+  // The variables each launcher sets (no RANK: only init_process_group's other families say so).
+  struct Case {
+    std::vector<std::string> env;
+    std::string expected;  // on stdout
+    int probes;            // ranks that ran here: 1 when it joined the job, 2 when it started its own
+  };
+  const std::vector<Case> cases = {
+      {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"},
+       "running as rank 0 of 2 of the job Open MPI's mpirun started\n",
+       1},
+      {{"PMI_RANK=0", "PMI_SIZE=3"}, "running as rank 0 of 3 of the job MPICH/Intel MPI started\n", 1},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=4"}, "running as rank 0 of 4 of the job srun started\n", 1},
+      {{"SLURM_PROCID=1", "SLURM_NTASKS=4"}, "", 1},  // a rank, but not rank 0: it says nothing
+      // init_process_group reads Open MPI's numbers before Slurm's (srun running mpirun).
+      {{"SLURM_PROCID=3", "SLURM_NTASKS=4", "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"},
+       "running as rank 0 of 2 of the job Open MPI's mpirun started\n", 1},
+      {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=none"},
+       "running as rank 0 of 2 of the job torchrun started\n", 1},
+      // A salloc shell: Slurm's job, but no task of it. One task, or one MPI process: start the ranks.
+      {{"SLURM_NTASKS=4"}, "starting 2 ranks\n", 2},
+      {{"SLURM_PROCID=0", "SLURM_NTASKS=1"}, "starting 2 ranks\n", 2},
+      {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=1"}, "starting 2 ranks\n", 2},
+  };
+  for (const Case& c : cases) {
+    const Result r = run_bench_probe({}, c.env);
+    std::string env_text;
+    for (const std::string& e : c.env) env_text += e + " ";
+    INFO("environment: " << env_text << "\nstdout:\n" << r.out << "stderr:\n" << r.err);
+    CHECK(r.exit_code == 0);
+    if (!c.expected.empty()) CHECK(count_of(r.out, "bench_launch_probe: " + c.expected) == 1);
+    if (c.expected.empty()) CHECK(r.out.find("bench_launch_probe:") == std::string::npos);
+    CHECK(count_of(r.out, "env RANK=") == c.probes);
+  }
+}
+
+TEST_CASE("bench launch: --nproc that disagrees with an MPI job's size names the MPI variable",
+          "[ringrun][bench_launch]") {
+  const Result r = run_bench_probe({"--nproc", "3"}, {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"});
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("bench_launch_probe: --nproc 3 conflicts with OMPI_COMM_WORLD_SIZE=2 of the job Open MPI's "
+                   "mpirun started") != std::string::npos);
+}
+
+TEST_CASE("bench launch: a launcher with SIGCHLD blocked still sees its ranks exit, and its mask comes back",
+          "[ringrun][bench_launch]") {
+  // The benchmark's ranks write straight to its stdout, so only SIGCHLD wakes its loop: blocked, as
+  // some parents leave it, the launch used to wait forever for ranks that had long exited.
+  Ringrun launch({"signals"}, {}, BENCH_LAUNCH_PROBE_PATH, SpawnSignals{{}, {SIGCHLD, SIGUSR2}});
+  const Result r = launch.finish(4000);
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  const std::vector<SignalReport> reports = signal_reports(r.out);
+  REQUIRE(reports.size() == 3);  // two ranks, then the launcher after its job
+  for (const SignalReport& report : reports) {
+    INFO(report.lead);
+    CHECK(report.blocks(SIGCHLD));  // the ranks start with the mask their launcher was given
+    CHECK(report.blocks(SIGUSR2));
+  }
+  CHECK(reports[2].lead == "bench_launch_probe: after the job: ");
+  CHECK_FALSE(reports[2].ignores(SIGPIPE));  // ignored during the job only
+}
+
 #ifdef BENCH_ALLREDUCE_PATH
 TEST_CASE("bench launch: bench_allreduce under ringrun runs one 2-rank job and prints one report",
           "[ringrun][bench_launch]") {

@@ -152,6 +152,58 @@ TEST_CASE("ringrun: SIGTERM to ringrun reaches every rank and none survives", "[
   for (pid_t pid : pids) CHECK(is_stopped(pid));
 }
 
+TEST_CASE("ringrun: SIGQUIT, SIGALRM and SIGXCPU stop the job like SIGTERM", "[ringrun]") {
+  const int signo = GENERATE(SIGQUIT, SIGALRM, SIGXCPU);
+  Ringrun job(with_probe({"--nproc-per-node", "2"}, {"sleep", "20000"}));
+  REQUIRE(job.wait_for_stdout(" PID=", 2, 5000));
+  job.send(signo);
+  const Result r = job.finish();
+  INFO("signal " << signo << "\nstdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 128 + signo);  // before, ringrun died of it and left the ranks running
+  CHECK(r.elapsed_ms < 5000);
+  const std::string said = signo == SIGQUIT   ? "got SIGQUIT; forwarding it to every rank"
+                           : signo == SIGALRM ? "got SIGALRM; stopping every rank with SIGTERM"
+                                              : "got SIGXCPU; stopping every rank with SIGTERM";
+  CHECK(r.err.find(said) != std::string::npos);
+  const std::vector<pid_t> pids = printed_pids(r.out);
+  REQUIRE(pids.size() == 2);
+  for (pid_t pid : pids) CHECK(stops_soon(pid));
+}
+
+TEST_CASE("ringrun: SIGUSR1 to ringrun reaches every rank and the job goes on", "[ringrun]") {
+  Ringrun job(with_probe({"--nproc-per-node", "2"}, {"catch-usr1", "out", "ready", "sleep", "600", "exit@1", "4"}));
+  REQUIRE(job.wait_for_stdout("] ready\n", 2, 5000));
+  job.send(SIGUSR1);
+  REQUIRE(job.wait_for_stdout("] caught SIGUSR1\n", 2, 5000));
+  const Result r = job.finish();
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 4);  // the ranks ran to their own end: rank 1 exits 4 after its sleep
+  CHECK(r.err.find("got SIGUSR1; forwarding it to every rank, the job goes on") != std::string::npos);
+  CHECK(r.out.find("[rank 0] caught SIGUSR1\n") != std::string::npos);
+  CHECK(r.out.find("[rank 1] caught SIGUSR1\n") != std::string::npos);
+}
+
+TEST_CASE("ringrun: a signal it inherited as ignored stays ignored, in the ranks too (nohup)", "[ringrun]") {
+  // `nohup ringrun ... &`: logging out sends SIGHUP, which must neither stop the job nor reach a rank.
+  Ringrun job(with_probe({"--nproc-per-node", "2"}, {"signals", "sleep", "600"}), {}, RINGRUN_PATH,
+              SpawnSignals{{SIGHUP}, {}});
+  REQUIRE(job.wait_for_stdout("] signals ", 2, 5000));
+  job.send(SIGHUP);
+  // A rank's own SIGHUP (from a closed terminal, say) must find it ignored as well.
+  for (pid_t pid : printed_pids(job.stdout_so_far())) kill(pid, SIGHUP);
+  const Result r = job.finish();
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("SIGHUP") == std::string::npos);
+  const std::vector<SignalReport> reports = signal_reports(r.out);
+  REQUIRE(reports.size() == 2);
+  for (const SignalReport& report : reports) {
+    INFO(report.lead);
+    CHECK(report.ignores(SIGHUP));
+    CHECK_FALSE(report.ignores(SIGPIPE));  // ignored by ringrun itself, the default again in a rank
+  }
+}
+
 TEST_CASE("ringrun: master port 0 picks a port that can be bound", "[ringrun]") {
   const Result r = run_ringrun(with_probe({"--nproc-per-node", "2", "--master-port", "0"}, {}));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
@@ -190,7 +242,12 @@ TEST_CASE("ringrun: bad usage is reported with what was expected and a usage lin
       {{"--nnodes", "2", "--master-port", "0", probe}, "--master-port 0"},
       {{"--master-port", "70000", probe}, "--master-port expects an integer in [0, 65535]"},
       {{"--bogus", probe}, "unknown flag --bogus"},
-      {{"--timeout", "0", probe}, "--timeout expects a number of seconds > 0, got '0'"},
+      {{"--timeout", "0", probe}, "--timeout expects a number of seconds in (0, 2592000], got '0'"},
+      {{"--timeout", "2592001", probe}, "--timeout expects a number of seconds in (0, 2592000], got '2592001'"},
+      {{"--nnodes", "1048576", "--nproc-per-node", "4096", probe},
+       "--nnodes 1048576 times --nproc-per-node 4096 expects at most 1048576 ranks in the job (WORLD_SIZE), got "
+       "4294967296"},
+      {{"--nnodes", "1024", "--nproc-per-node", "1025", probe}, "--nnodes 1024 times --nproc-per-node 1025"},
       {{"--timeout", "soon", probe}, "--timeout expects a finite number, got 'soon'"},
   };
   for (const Case& c : cases) {
@@ -219,6 +276,11 @@ TEST_CASE("ringrun: --timeout exports RINGGRAD_TIMEOUT to every rank", "[ringrun
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("[rank 0] timeout=2.5\n") != std::string::npos);
   CHECK(r.out.find("[rank 1] timeout=2.5\n") != std::string::npos);
+  const Result longest = run_ringrun({"--timeout", "2592000", "sh", "-c", "echo timeout=$RINGGRAD_TIMEOUT"});
+  CHECK(longest.exit_code == 0);  // the library's own upper bound, 30 days
+  std::smatch m;
+  REQUIRE(std::regex_search(longest.out, m, std::regex(R"(\[rank 0\] timeout=(\S+)\n)")));
+  CHECK(std::stod(m[1].str()) == 2592000.0);  // written "2.592e+06": the shortest text that reads back
   if (std::getenv("RINGGRAD_TIMEOUT") == nullptr) {  // without the flag, the ranks keep the library's
     const Result plain = run_ringrun({"sh", "-c", "echo timeout=${RINGGRAD_TIMEOUT-unset}"});
     CHECK(plain.out.find("[rank 0] timeout=unset\n") != std::string::npos);

@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/types.h>
@@ -48,19 +49,36 @@ extern "C" void on_signal(int signo) {
   errno = saved_errno;
 }
 
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// What the launcher does with each signal it catches. SIGINT, SIGTERM and SIGHUP stop the job the
+// way a terminal or `kill` means it; SIGQUIT (Ctrl-\) too, forwarded as itself so that the ranks
+// quit (and dump core) as they would in the terminal's group. SIGALRM and SIGXCPU are about the
+// launcher's own timer and CPU limit (`timeout -s ALRM`, `ulimit -t`): the ranks get SIGTERM, as
+// for any other stop. SIGUSR1 and SIGUSR2 are passed on and the job goes on: programs use them to
+// checkpoint or to report.
+enum class OnSignal { Stop, StopWithSigterm, Forward };
 
-const char* signal_name(int signo) {
-  switch (signo) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-    default:
-      return "a signal";
-  }
+struct HandledSignal {
+  int signo;
+  const char* name;
+  OnSignal action;
+};
+
+constexpr HandledSignal kHandledSignals[] = {
+    {SIGINT, "SIGINT", OnSignal::Stop},
+    {SIGTERM, "SIGTERM", OnSignal::Stop},
+    {SIGHUP, "SIGHUP", OnSignal::Stop},
+    {SIGQUIT, "SIGQUIT", OnSignal::Stop},
+    {SIGALRM, "SIGALRM", OnSignal::StopWithSigterm},
+    {SIGXCPU, "SIGXCPU", OnSignal::StopWithSigterm},
+    {SIGUSR1, "SIGUSR1", OnSignal::Forward},
+    {SIGUSR2, "SIGUSR2", OnSignal::Forward},
+};
+constexpr size_t kHandledCount = sizeof kHandledSignals / sizeof kHandledSignals[0];
+
+const HandledSignal* handled_signal(int signo) {
+  for (const HandledSignal& h : kHandledSignals)
+    if (h.signo == signo) return &h;
+  return nullptr;
 }
 
 // Both ends close-on-exec, so no rank inherits another rank's pipe (posix_spawn's dup2 clears the
@@ -75,6 +93,18 @@ void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOC
 
 // The launcher's handlers for as long as it lives; the caller's come back afterwards (a benchmark
 // goes on to run its references, a test program its next test).
+//
+// A signal the launcher inherited as ignored stays ignored: `nohup ringrun ...` ignores SIGHUP, and
+// a shell's `ringrun ... &` ignores SIGINT and SIGQUIT, so that logging out or Ctrl-C in that
+// terminal leaves the job alone. Catching one would also undo the ignore in the ranks (exec resets
+// a caught signal to its default, and keeps an ignored one ignored). SIGCHLD is the exception: the
+// loop needs it, and an ignored SIGCHLD would let the kernel reap the ranks before the launcher
+// could read their exit status.
+//
+// The signals it catches are unblocked for the job -- a caller that inherited a blocked SIGCHLD
+// would otherwise wait forever for a rank's exit when no output pipe wakes the loop -- and the
+// caller's mask comes back afterwards. The ranks start with the caller's mask (caller_mask()), as
+// any program a shell starts does: the launcher changes no more about them than it must.
 class SignalScope {
  public:
   SignalScope() {
@@ -88,19 +118,31 @@ class SignalScope {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    for (size_t i = 0; i < 3; ++i) sigaction(kForwardedSignals[i], &sa, &saved_[i]);
+    sigset_t caught;
+    sigemptyset(&caught);
+    for (size_t i = 0; i < kHandledCount; ++i) {
+      const int signo = kHandledSignals[i].signo;
+      sigaction(signo, nullptr, &saved_[i]);
+      if (!(saved_[i].sa_flags & SA_SIGINFO) && saved_[i].sa_handler == SIG_IGN) continue;
+      sigaction(signo, &sa, nullptr);
+      sigaddset(&caught, signo);
+    }
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;  // exits wake us, a rank stopped by a debugger does not
-    sigaction(SIGCHLD, &sa, &saved_[3]);
+    sigaction(SIGCHLD, &sa, &saved_chld_);
+    sigaddset(&caught, SIGCHLD);
     // A reader of our output that goes away must not kill the launcher and orphan the ranks.
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, &saved_[4]);
+    sigaction(SIGPIPE, &ignore, &saved_pipe_);
+    // pthread_sigmask, not sigprocmask: a benchmark may have started threads already.
+    pthread_sigmask(SIG_UNBLOCK, &caught, &caller_mask_);
   }
   ~SignalScope() {
-    for (size_t i = 0; i < 3; ++i) sigaction(kForwardedSignals[i], &saved_[i], nullptr);
-    sigaction(SIGCHLD, &saved_[3], nullptr);
-    sigaction(SIGPIPE, &saved_[4], nullptr);
+    pthread_sigmask(SIG_SETMASK, &caller_mask_, nullptr);  // first: what arrives now waits for the caller
+    for (size_t i = 0; i < kHandledCount; ++i) sigaction(kHandledSignals[i].signo, &saved_[i], nullptr);
+    sigaction(SIGCHLD, &saved_chld_, nullptr);
+    sigaction(SIGPIPE, &saved_pipe_, nullptr);
     close(g_wake_write_fd);
     g_wake_write_fd = -1;
     close(read_fd_);
@@ -108,10 +150,14 @@ class SignalScope {
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;
   int read_fd() const { return read_fd_; }
+  const sigset_t& caller_mask() const { return caller_mask_; }
 
  private:
   int read_fd_ = -1;
-  struct sigaction saved_[5]{};
+  struct sigaction saved_[kHandledCount]{};
+  struct sigaction saved_chld_ {};
+  struct sigaction saved_pipe_ {};
+  sigset_t caller_mask_{};
 };
 
 // --- the job -------------------------------------------------------------------------------------------
@@ -137,6 +183,7 @@ class Job {
   int run() {
     SignalScope signals;
     wake_read_fd_ = signals.read_fd();
+    rank_mask_ = &signals.caller_mask();
     try {
       const std::vector<std::string> env = shared_environment(opt_);
       std::fflush(nullptr);  // what the caller printed comes before what the ranks print
@@ -187,12 +234,11 @@ class Job {
     posix_spawnattr_setpgroup(&attr, 0);  // the rank leads a new group: see the top of the file
     // exec resets caught signals to their default but keeps ignored ones ignored: SIGPIPE, ignored
     // here, must be the default again in the rank.
-    sigset_t defaults, empty;
+    sigset_t defaults;
     sigemptyset(&defaults);
     sigaddset(&defaults, SIGPIPE);
-    sigemptyset(&empty);
     posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setsigmask(&attr, &empty);
+    posix_spawnattr_setsigmask(&attr, rank_mask_);  // the caller's, not ours: see SignalScope
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
     // posix_spawnp searches PATH like execvp, and reports a failed exec through its return value.
     const int rc = posix_spawnp(&r.pid, argv[0], &actions, &attr, argv.data(), envp.data());
@@ -289,9 +335,24 @@ class Job {
     while ((n = read(wake_read_fd_, signos, sizeof signos)) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         const int signo = signos[i];
-        if (signo == SIGCHLD) continue;  // collect_exits runs after every wake-up anyway
-        std::fprintf(stderr, "%s: got %s; forwarding it to every rank\n", opt_.name.c_str(), signal_name(signo));
-        begin_stop(128 + signo, signo);  // a second Ctrl-C is forwarded too, but keeps the first status
+        const HandledSignal* h = handled_signal(signo);
+        if (h == nullptr) continue;  // SIGCHLD: collect_exits runs after every wake-up anyway
+        switch (h->action) {
+          case OnSignal::Stop:
+            std::fprintf(stderr, "%s: got %s; forwarding it to every rank\n", opt_.name.c_str(), h->name);
+            begin_stop(128 + signo, signo);  // a second Ctrl-C is forwarded too, but keeps the first status
+            break;
+          case OnSignal::StopWithSigterm:
+            std::fprintf(stderr, "%s: got %s; stopping every rank with SIGTERM\n", opt_.name.c_str(), h->name);
+            begin_stop(128 + signo, SIGTERM);
+            break;
+          case OnSignal::Forward:
+            // Not followed by SIGCONT: a rank stopped on purpose gets it when it is continued.
+            std::fprintf(stderr, "%s: got %s; forwarding it to every rank, the job goes on\n", opt_.name.c_str(),
+                         h->name);
+            for (const Rank& r : ranks_) kill(-r.pid, signo);
+            break;
+        }
       }
     }
   }
@@ -336,6 +397,7 @@ class Job {
   const JobOptions& opt_;
   std::vector<Rank> ranks_;
   int wake_read_fd_ = -1;
+  const sigset_t* rank_mask_ = nullptr;  // the mask the ranks start with (SignalScope::caller_mask)
   bool stopping_ = false;
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_;  // when the ranks still running get SIGKILL
@@ -345,6 +407,11 @@ class Job {
 
 int run_job(const JobOptions& options) {
   if (options.command.empty()) throw std::runtime_error(options.name + ": no program to run");
+  const long long world = static_cast<long long>(options.nnodes) * options.nproc_per_node;
+  if (options.nnodes < 1 || options.nproc_per_node < 1 || world > kMaxWorldSize)
+    throw std::runtime_error(options.name + ": expected nnodes * nproc_per_node in [1, " +
+                             std::to_string(kMaxWorldSize) + "], got " + std::to_string(options.nnodes) + " * " +
+                             std::to_string(options.nproc_per_node));
   return Job(options).run();
 }
 

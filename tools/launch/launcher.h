@@ -18,10 +18,13 @@
 // Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
 //              rank's process group then gets SIGTERM (and SIGCONT, so that a stopped rank acts on
 //              it), and SIGKILL if it is still running grace_ms later.
+// Signals      SIGINT, SIGTERM, SIGHUP and SIGQUIT to the launcher are forwarded to every rank and
+//              stop the job; SIGALRM and SIGXCPU stop it with SIGTERM to the ranks; SIGUSR1 and SIGUSR2
+//              are forwarded and the job goes on. One the launcher inherited as ignored stays ignored,
+//              in the ranks too (`nohup`). The ranks start with the signal mask the caller had.
 // Exit status  0 when every rank exits 0. Otherwise the first failure's, the way a shell reports it:
-//              its exit status, or 128+signal when it was killed (137 for SIGKILL). When the launcher
-//              gets SIGINT, SIGTERM or SIGHUP (forwarded to every rank): 128+signal (130 for Ctrl-C).
-//              A program that cannot be started: 127.
+//              its exit status, or 128+signal when it was killed (137 for SIGKILL). When a signal
+//              stops the job: 128+signal (130 for Ctrl-C). A program that cannot be started: 127.
 //
 // tools/ringrun.cpp's header explains the process groups, the zombies and the one poll() loop.
 #pragma once
@@ -44,10 +47,14 @@ struct JobOptions {
   std::vector<std::string> extra_env;  // "NAME=value", for every rank
 };
 
-// Runs the job to its end and returns the exit status above. The signal handlers it installs for
-// SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGPIPE are put back as they were before it returns.
-// Throws std::runtime_error for an error of the launcher's own (no file descriptors left, say),
-// after SIGKILLing every rank it started.
+// The most ranks one job may have (nnodes * nproc_per_node): WORLD_SIZE and RANK must fit an int
+// with room to spare, and no real job comes near it.
+constexpr int kMaxWorldSize = 1 << 20;
+
+// Runs the job to its end and returns the exit status above. The signal handlers it installs (the
+// signals above, SIGCHLD and SIGPIPE) and the signal mask are put back as they were before it
+// returns. Throws std::runtime_error for options out of range, and for an error of the launcher's
+// own (no file descriptors left, say) after SIGKILLing every rank it started.
 int run_job(const JobOptions& options);
 
 }  // namespace ringgrad::launch

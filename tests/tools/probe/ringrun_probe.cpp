@@ -12,9 +12,13 @@
 //   exit CODE       exits with CODE
 //   kill SIG        sends itself signal SIG
 //   ignore-term     ignores SIGTERM from now on
+//   signals         prints which signals it ignores and blocks (signal_report.h)
+//   catch-usr1      from now on prints "caught SIGUSR1" on stdout for each SIGUSR1 (a sleep goes on)
 //   spawn-sleep MS  forks a child that prints "grandchild PID=<pid>" and sleeps MS; waits for it
 // Output goes through write(), not stdio: a buffered line would be lost by `kill` or `exit`.
+// It never dumps core: a test sends the job SIGQUIT.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +28,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <string>
+
+#include "signal_report.h"
 
 namespace {
 
@@ -48,6 +54,12 @@ void sleep_ms(long ms) {
   }
 }
 
+extern "C" void on_usr1(int) {
+  static const char kText[] = "caught SIGUSR1\n";
+  const ssize_t ignored = write(1, kText, sizeof kText - 1);
+  (void)ignored;
+}
+
 [[noreturn]] void usage_error(const std::string& what) {
   say(2, "ringrun_probe: " + what + "\n");
   std::exit(64);
@@ -56,6 +68,8 @@ void sleep_ms(long ms) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
   say(1, "env RANK=" + env_or_unset("RANK") + " WORLD_SIZE=" + env_or_unset("WORLD_SIZE") +
              " LOCAL_RANK=" + env_or_unset("LOCAL_RANK") + " LOCAL_WORLD_SIZE=" + env_or_unset("LOCAL_WORLD_SIZE") +
              " MASTER_ADDR=" + env_or_unset("MASTER_ADDR") + " MASTER_PORT=" + env_or_unset("MASTER_PORT") +
@@ -74,6 +88,19 @@ int main(int argc, char** argv) {
     }
     if (step == "ignore-term") {
       if (mine) signal(SIGTERM, SIG_IGN);
+      continue;
+    }
+    if (step == "signals") {
+      if (mine) say(1, probe::signal_report());
+      continue;
+    }
+    if (step == "catch-usr1") {
+      if (mine) {
+        struct sigaction sa {};
+        sa.sa_handler = on_usr1;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGUSR1, &sa, nullptr);
+      }
       continue;
     }
     if (i + 1 >= argc) usage_error("step '" + step + "' expects an argument, got none");
