@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <climits>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 #include "core/error.h"
@@ -24,7 +26,26 @@ namespace {
 
 constexpr size_t kWriteBufferBytes = size_t{1} << 20;
 constexpr int kMaxSymlinkHops = 40;   // as Linux's own limit (ELOOP)
-constexpr size_t kMaxHostChars = 32;  // keeps "<name>.tmp.<host>.<pid>.<hex>" within NAME_MAX for long names
+constexpr size_t kMaxHostChars = 16;  // the readable part of the host tag; a hash of the whole name follows
+// "<stem>.tmp.<host tag>.<pid>.<16 hex>" must fit in NAME_MAX: ".tmp." + tag (16 + 1 + 12) + "." +
+// pid (at most 9 digits) + "." + 16 hex is at most 61 bytes, so a stem of up to 194 bytes always fits.
+constexpr size_t kMaxStemBytes = NAME_MAX - 61;
+// A temporary younger than this is never removed as stale: it covers the moment between a
+// writer's open(O_CREAT) and its flock(), and a writer on a host whose clock runs a little ahead.
+constexpr int64_t kStaleGraceSeconds = 10;
+
+// FNV-1a, 64 bits: a fixed hash (the same in every process and on every host) for names only.
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string hex_of(uint64_t v, int digits) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+  return std::string(hex + 16 - digits);
+}
 
 std::string dir_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -36,20 +57,33 @@ std::string base_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// This machine's name as it appears in temporary file names: only [A-Za-z0-9_-], so the '.' that
-// separates the fields is never part of it.
+// This machine's name as it appears in temporary file names: its first 16 characters (only
+// [A-Za-z0-9_-], so the '.' that separates the fields is never part of it), '-' and 12 hex digits of
+// a hash of the whole name. The hash keeps apart hosts whose names share a long beginning (pods
+// "trainer-job-1234-worker-0" and "-worker-1"), whose temporaries must never be taken for ours.
 const std::string& host_tag() {
   static const std::string tag = [] {
     char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return std::string("unknown-host");
+    if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') std::strcpy(name, "unknown-host");
     std::string t;
     for (const char* c = name; *c && t.size() < kMaxHostChars; ++c) {
       const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-';
       t.push_back(ok ? *c : '_');
     }
-    return t;
+    return t + "-" + hex_of(name_hash(name), 12);
   }();
   return tag;
+}
+
+// The part of a temporary's name taken from the target's: the whole base name when it leaves room
+// for the suffix, else its first bytes (cut at a UTF-8 character boundary), '~' and 16 hex digits
+// of a hash of the whole base name, so that two long names sharing a beginning still get prefixes
+// of their own.
+std::string temp_stem_of(const std::string& base) {
+  if (base.size() <= kMaxStemBytes) return base;
+  size_t keep = kMaxStemBytes - 17;
+  while (keep > 0 && (static_cast<unsigned char>(base[keep]) & 0xC0) == 0x80) --keep;
+  return base.substr(0, keep) + "~" + hex_of(name_hash(base), 16);
 }
 
 std::string random_hex() {
@@ -60,13 +94,38 @@ std::string random_hex() {
   } catch (...) {  // no entropy source: the clock and the counter keep names apart
   }
   noise += counter.fetch_add(1) * 0x9E3779B97F4A7C15ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(noise));
-  return hex;
+  return hex_of(noise, 16);
 }
 
 bool all_of(const std::string& s, const char* allowed) {
   return !s.empty() && s.find_first_not_of(allowed) == std::string::npos;
+}
+
+// Why ENAMETOOLONG: which limit `path` breaks, in numbers.
+std::string too_long(const std::string& path) {
+  return detail::str("; a file name holds at most ", NAME_MAX, " bytes and a path ", PATH_MAX - 1, ", this one has ",
+                     base_of(path).size(), " and ", path.size());
+}
+
+// The kernel's fs.protected_symlinks rule, which a walk by lstat()+readlink() would otherwise
+// bypass: a symlink in a sticky world-writable directory (/tmp) is followed only by its owner or
+// when it belongs to the directory's owner. Else another user could plant /tmp/model.safetensors ->
+// /home/victim/notes.txt and have the victim's save replace notes.txt. Applied whatever the sysctl
+// says, as the follower is euid (the kernel's fsuid, which differs only under setfsuid()).
+void refuse_protected_symlink(const char* op, const std::string& path, const std::string& link,
+                              const struct stat& link_st) {
+  const std::string dir = dir_of(link);
+  struct stat dir_st {};
+  if (::stat(dir.c_str(), &dir_st) != 0)
+    throw Error(detail::str(op, ": cannot inspect '", dir, "', the folder of the symlink '", link, "' (",
+                            std::strerror(errno), ")"));
+  const bool sticky_world_writable = (dir_st.st_mode & S_ISVTX) && (dir_st.st_mode & S_IWOTH);
+  if (!sticky_world_writable || link_st.st_uid == ::geteuid() || link_st.st_uid == dir_st.st_uid) return;
+  const std::string via = link == path ? "" : " (reached through '" + path + "')";
+  throw Error(detail::str(op, ": '", link, "'", via, " is a symlink owned by uid ", link_st.st_uid, " in '", dir,
+                          "' (owned by uid ", dir_st.st_uid, "; this process runs as uid ", ::geteuid(),
+                          "): refusing to follow a symlink in a sticky world-writable directory that belongs to "
+                          "another user (the kernel's protected_symlinks rule); save to the file's real path"));
 }
 
 // Follows `path` through symlinks to the file a write must replace. A target that does not exist
@@ -76,8 +135,10 @@ std::string resolve_write_target(const char* op, const std::string& path, struct
   *exists = false;
   for (int hops = 0;; ++hops) {
     if (::lstat(target.c_str(), existing) != 0) {
-      if (errno == ENOENT) return target;
-      throw Error(detail::str(op, ": cannot inspect '", target, "' (", std::strerror(errno), ")"));
+      const int err = errno;
+      if (err == ENOENT) return target;
+      throw Error(detail::str(op, ": cannot inspect '", target, "' (", std::strerror(err), ")",
+                              err == ENAMETOOLONG ? too_long(target) : ""));
     }
     if (S_ISREG(existing->st_mode)) {
       *exists = true;
@@ -90,6 +151,7 @@ std::string resolve_write_target(const char* op, const std::string& path, struct
     }
     RINGGRAD_CHECK(hops < kMaxSymlinkHops, op, ": '", path, "': more than ", kMaxSymlinkHops,
                    " levels of symbolic links (a loop?)");
+    refuse_protected_symlink(op, path, target, *existing);
     std::vector<char> link(static_cast<size_t>(existing->st_size > 0 ? existing->st_size : 255) + 2);
     const ssize_t n = ::readlink(target.c_str(), link.data(), link.size() - 1);
     RINGGRAD_CHECK(n > 0, op, ": cannot read the symlink '", target, "' (", std::strerror(errno), ")");
@@ -155,7 +217,11 @@ void read_exactly(const char* op, const std::string& path, int fd, uint64_t offs
   }
 }
 
-std::string temp_prefix_for(const std::string& target) { return target + ".tmp." + host_tag() + "."; }
+std::string temp_prefix_for(const std::string& target) {
+  const std::string stem = temp_stem_of(base_of(target));
+  const size_t slash = target.find_last_of('/');
+  return (slash == std::string::npos ? stem : target.substr(0, slash + 1) + stem) + ".tmp." + host_tag() + ".";
+}
 
 int remove_stale_temporaries(const char* op, const std::string& target) {
   const std::string dir = dir_of(target);
@@ -163,6 +229,7 @@ int remove_stale_temporaries(const char* op, const std::string& target) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;  // nothing to clean; creating the temporary will report the real problem
   int removed = 0;
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -179,10 +246,14 @@ int remove_stale_temporaries(const char* op, const std::string& target) {
     const std::string full = dir + "/" + name;
     const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;  // a symlink, or gone already
-    struct stat st {};
-    // The writer's lock: held by a live writer even where its pid means nothing here (another pid
-    // namespace on the same kernel).
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+    struct stat st {}, now_there {};
+    // Young files are left alone (a writer between its open() and its flock()); then the writer's
+    // lock: held by a live writer even where its pid means nothing here (another pid namespace on
+    // the same kernel). A file that cannot be locked is never removed; and the name must still be
+    // that very file when it is.
+    const bool young = ::fstat(fd, &st) != 0 || static_cast<int64_t>(st.st_mtime) > now - kStaleGraceSeconds;
+    if (!young && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        ::lstat(full.c_str(), &now_there) == 0 && now_there.st_dev == st.st_dev && now_there.st_ino == st.st_ino &&
         ::unlink(full.c_str()) == 0)
       ++removed;
     ::close(fd);
@@ -201,12 +272,27 @@ AtomicFile::AtomicFile(const char* op, std::string path) : op_(op), path_(std::m
   remove_stale_temporaries(op, target_);
   temp_ = temp_prefix_for(target_) + std::to_string(::getpid()) + "." + random_hex();
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd_ < 0)
-    throw Error(detail::str(op, ": cannot create the temporary file '", temp_, "' (", std::strerror(errno),
-                            "); does the directory exist and is it writable?"));
-  // Held until after the rename: tells remove_stale_temporaries that this writer is alive. Best
-  // effort: without locks, stale files are still told apart by their pid.
-  (void)::flock(fd_, LOCK_EX | LOCK_NB);
+  if (fd_ < 0) {
+    const int err = errno;
+    const std::string hint =
+        err == ENAMETOOLONG ? too_long(temp_)
+        : err == ENOENT || err == ENOTDIR ? "; does the directory '" + dir_of(temp_) + "' exist?"
+        : err == EACCES || err == EPERM || err == EROFS ? "; is the directory '" + dir_of(temp_) + "' writable?"
+                                                        : "";
+    throw Error(detail::str(op, ": cannot create the temporary file '", temp_, "' (", std::strerror(err), ")", hint));
+  }
+  // Held until after the rename: tells remove_stale_temporaries that this writer is alive. A
+  // writer without its lock could lose its temporary to a cleaner that took the lock first, so it
+  // does not go on.
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(temp_.c_str());
+    throw Error(detail::str(op, ": cannot lock the temporary file '", temp_, "' (flock: ", std::strerror(err),
+                            "); a save needs a file system with flock() so that its temporary is not taken for a "
+                            "dead writer's"));
+  }
   // The new version keeps the old one's permissions (a 0600 checkpoint stays private).
   if (exists) (void)::fchmod(fd_, existing.st_mode & 07777);
   buffer_.reserve(kWriteBufferBytes);

@@ -8,9 +8,9 @@
 //   open_regular_file   checks with stat() first, opens with O_NONBLOCK (a FIFO swapped in between
 //                       cannot block), checks again with fstat(), then clears O_NONBLOCK
 //   AtomicFile          writes "<target>.tmp.<host>.<pid>.<random>" next to the target (the end of
-//                       the symlink chain), fsyncs it and renames it over the target; a writer that
-//                       died mid-save leaves such a file behind, and the next save of the same
-//                       target removes it
+//                       the symlink chain; temp_prefix_for shortens long names), fsyncs it and
+//                       renames it over the target; a writer that died mid-save leaves such a
+//                       file behind, and the next save of the same target removes it
 //
 // Internal to the library: safetensors.cpp (and so the checkpoints) use it; tests include it to
 // name the temporary files.
@@ -41,8 +41,10 @@ void read_exactly(const char* op, const std::string& path, int fd, uint64_t offs
 class AtomicFile {
  public:
   // Resolves `path` through any symlinks to its target, which must be a regular file or not exist
-  // (else throws, naming `op`, the path and what it is), removes the stale temporaries of that
-  // target (see remove_stale_temporaries), and creates this writer's temporary.
+  // (else throws, naming `op`, the path and what it is); like the kernel's protected_symlinks, it
+  // refuses a symlink in a sticky world-writable folder that belongs to neither euid nor the
+  // folder's owner. Then removes the stale temporaries of that target (see
+  // remove_stale_temporaries) and creates and locks this writer's temporary (throws if flock fails).
   AtomicFile(const char* op, std::string path);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
@@ -71,15 +73,18 @@ class AtomicFile {
 // such as a benchmark's JSON. Throws like AtomicFile, naming `op`.
 void write_file_atomically(const char* op, const std::string& path, const std::string& bytes);
 
-// The prefix of every temporary file of `target`: "<target>.tmp.<host>." (the host name, with any
-// character other than [A-Za-z0-9_-] replaced by '_', at most 32 of them).
+// The prefix of every temporary file of `target`: "<target>.tmp.<host>.", where <host> is the host
+// name's first 16 characters (any but [A-Za-z0-9_-] replaced by '_'), '-' and 12 hex digits of a
+// hash of the whole name. A base name longer than 194 bytes is cut there and given '~' and 16 hex
+// digits of a hash of the whole base name, so every temporary name fits in NAME_MAX.
 std::string temp_prefix_for(const std::string& target);
 
-// Removes the files "<target>.tmp.<host>.<pid>.<16 hex digits>" whose host is this one, whose
-// writer process is gone (kill(pid, 0) fails with ESRCH) and whose lock no live writer holds (each
-// writer holds flock() on its temporary until after its rename, which also covers a writer in
-// another pid namespace). Anything else -- another host's files, other names, symlinks, directories
-// -- is left alone. Prints one line on stderr when it removed something; returns how many.
+// Removes the files "<temp_prefix_for(target)><pid>.<16 hex digits>" (so only this host's), whose
+// writer process is gone (kill(pid, 0) fails with ESRCH), that are more than 10 seconds old (a
+// writer between its open() and its flock()) and whose lock it can take (each writer holds flock()
+// on its temporary until after its rename, which also covers a writer in another pid namespace; a
+// writer that cannot lock its temporary fails). A file it cannot lock is never removed. Anything
+// else -- another host's files, other names, symlinks, directories -- is left alone. Prints one line on stderr when it removed something; returns how many.
 int remove_stale_temporaries(const char* op, const std::string& target);
 
 }  // namespace nn

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
+#include <set>
 #include <vector>
 
 #include "nn/file_io.h"
@@ -135,7 +135,9 @@ class HeaderParser {
   }
 
   nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::vector<std::unordered_set<std::string>> keys_;
+  // std::set, not a hash set: std::hash has a fixed seed, so a header of keys crafted to collide
+  // would make the check quadratic; a tree is O(n log n) whatever the keys.
+  std::vector<std::set<std::string>> keys_;
   int depth_ = 0;
   std::string problem_;
 };

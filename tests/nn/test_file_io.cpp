@@ -37,15 +37,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using ringgrad::test::read_file;
+using ringgrad::test::write_file;
 
 nn::StateDict one_tensor(float value) { return {{"x", from_vector<float>({value})}}; }
 
@@ -66,6 +59,12 @@ pid_t dead_pid() {
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   return child;
+}
+
+// Makes `path` look an hour old: older than the grace period in which a temporary is never
+// taken for a dead writer's.
+void age(const std::string& path) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(1));
 }
 
 // Captures what the process writes to stderr while it lives.
@@ -220,7 +219,10 @@ TEST_CASE("file_io: a save removes the temporaries of dead writers of the same t
   const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getpid());
   const std::string hex = ".0123456789abcdef";
   const std::vector<std::string> stale = {prefix + dead + hex, prefix + dead + ".fedcba9876543210"};
-  for (const std::string& f : stale) write_file(f, std::string(4096, 'x'));
+  for (const std::string& f : stale) {
+    write_file(f, std::string(4096, 'x'));
+    age(f);
+  }
 
   const std::vector<std::string> kept = {
       prefix + alive + hex,                           // its writer is alive (this process)
@@ -232,7 +234,10 @@ TEST_CASE("file_io: a save removes the temporaries of dead writers of the same t
       dir.file("run.ckpt2") + ".tmp." + prefix.substr(target.size() + 5) + dead + hex,  // another target
       dir.file("other.ckpt"),
   };
-  for (const std::string& f : kept) write_file(f, "keep");
+  for (const std::string& f : kept) {
+    write_file(f, "keep");
+    age(f);
+  }
   // A symlink and a directory that match the pattern are not files a writer left.
   const std::string link = prefix + dead + ".1111111111111111", folder = prefix + dead + ".2222222222222222";
   fs::create_symlink("other.ckpt", link);
@@ -240,6 +245,7 @@ TEST_CASE("file_io: a save removes the temporaries of dead writers of the same t
   // A file whose lock is held: a live writer in another pid namespace, whose pid means nothing here.
   const std::string locked = prefix + dead + ".3333333333333333";
   write_file(locked, "writing");
+  age(locked);
   const int lock_fd = ::open(locked.c_str(), O_RDONLY);
   REQUIRE(lock_fd >= 0);
   REQUIRE(::flock(lock_fd, LOCK_EX) == 0);
@@ -270,4 +276,126 @@ TEST_CASE("file_io: a save removes the temporaries of dead writers of the same t
   StderrCapture quiet(dir.file("stderr.txt"));
   nn::save_safetensors(target, one_tensor(4));
   CHECK(quiet.text() == "");
+}
+
+TEST_CASE("file_io: a dead writer's temporary younger than the grace period is left alone", "[safetensors]") {
+  // The moment between a writer's open() and its flock() must not look like a dead writer's file.
+  TempDir dir;
+  const std::string target = dir.file("run.ckpt");
+  const std::string fresh = nn::temp_prefix_for(target) + std::to_string(dead_pid()) + ".0123456789abcdef";
+  write_file(fresh, "just created");
+  nn::save_safetensors(target, one_tensor(1));
+  CHECK(read_file(fresh) == "just created");
+  age(fresh);
+  nn::save_safetensors(target, one_tensor(2));
+  CHECK_FALSE(fs::exists(fresh));
+}
+
+TEST_CASE("file_io: the host tag holds a hash of the whole host name", "[safetensors]") {
+  // Pods "trainer-job-1234-worker-0" and "trainer-job-1234-worker-1" share more than the readable
+  // part of the tag; only the hash tells their temporaries apart.
+  const std::string prefix = nn::temp_prefix_for("/x/run.ckpt");
+  REQUIRE(prefix.rfind("/x/run.ckpt.tmp.", 0) == 0);
+  const std::string tag = prefix.substr(std::strlen("/x/run.ckpt.tmp."), prefix.size() - 1 - 16);
+  const size_t dash = tag.rfind('-');
+  REQUIRE(dash != std::string::npos);
+  CHECK(tag.size() - dash - 1 == 12);
+  CHECK(tag.find_first_not_of("0123456789abcdef", dash + 1) == std::string::npos);
+  CHECK(dash <= 16);
+}
+
+TEST_CASE("file_io: a 240-byte file name saves, and its temporaries stay within NAME_MAX", "[safetensors]") {
+  TempDir dir;
+  const std::string base(240, 'm'), target = dir.file(base);
+  nn::save_safetensors(target, one_tensor(1));
+  CHECK(saved_value(target) == 1);
+  CHECK(dir.entries() == std::vector<std::string>{base});
+  // The longest temporary name: the prefix, a 9-digit pid, '.', 16 hex digits.
+  const std::string prefix = nn::temp_prefix_for(target);
+  CHECK(fs::path(prefix).filename().string().size() + 9 + 1 + 16 <= 255);
+  // Another long name that shares all but its last byte has its own prefix, and the cleanup of one
+  // never touches the other's temporaries.
+  const std::string other = dir.file(std::string(239, 'm') + "n");
+  CHECK(nn::temp_prefix_for(other) != prefix);
+  const std::string dead = std::to_string(dead_pid());
+  const std::string mine = prefix + dead + ".0123456789abcdef";
+  const std::string theirs = nn::temp_prefix_for(other) + dead + ".0123456789abcdef";
+  write_file(mine, "stale");
+  write_file(theirs, "stale");
+  age(mine);
+  age(theirs);
+  nn::save_safetensors(target, one_tensor(2));
+  CHECK_FALSE(fs::exists(mine));
+  CHECK(fs::exists(theirs));
+  CHECK(saved_value(target) == 2);
+}
+
+TEST_CASE("file_io: a name too long for the file system is reported as such", "[safetensors]") {
+  TempDir dir;
+  // A 256-byte base name is over NAME_MAX itself.
+  CHECK_THROWS_WITH(nn::save_safetensors(dir.file(std::string(256, 'n')), one_tensor(1)),
+                    Contains("File name too long") && Contains("a file name holds at most 255 bytes"));
+  // A path that fits PATH_MAX while its temporary's does not.
+  std::string deep = dir.str();
+  while (deep.size() < 4000) {
+    deep += "/" + std::string(200, 'd');
+    fs::create_directory(deep);
+  }
+  const std::string target = deep + "/" + std::string(4090 - deep.size(), 'f');
+  try {
+    nn::save_safetensors(target, one_tensor(1));
+    FAIL("the save should have failed");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Contains("cannot create the temporary file") && Contains("File name too long") &&
+                         Contains("a path 4095"));
+    CHECK_THAT(what, !Contains("does the directory"));
+  }
+  CHECK_FALSE(fs::exists(target));
+}
+
+TEST_CASE("file_io: a save does not follow another user's symlink in a sticky world-writable folder",
+          "[safetensors]") {
+  // The kernel's protected_symlinks rule, which the save's own walk of the symlink chain must keep:
+  // otherwise another user's /tmp/model.safetensors -> /home/victim/notes.txt replaces notes.txt.
+  if (::geteuid() != 0) {
+    WARN("skipped: only root can give a symlink to another user (lchown)");
+    return;
+  }
+  TempDir dir;
+  fs::create_directory(dir.file("home"));
+  fs::create_directory(dir.file("tmp"));
+  REQUIRE(::chmod(dir.file("tmp").c_str(), 01777) == 0);
+  const std::string notes = dir.file("home/notes.txt"), planted = dir.file("tmp/model.safetensors");
+  write_file(notes, "my notes");
+  fs::create_symlink(notes, planted);
+  REQUIRE(::lchown(planted.c_str(), 65534, 65534) == 0);
+
+  CHECK_THROWS_WITH(nn::save_safetensors(planted, one_tensor(1)),
+                    Contains("save_safetensors: '" + planted + "' is a symlink owned by uid 65534") &&
+                        Contains("refusing to follow a symlink in a sticky world-writable directory that belongs to "
+                                 "another user (the kernel's protected_symlinks rule)"));
+  // Also at the end of a chain that starts with a link of our own.
+  fs::create_symlink(planted, dir.file("mine_to_planted"));
+  CHECK_THROWS_WITH(nn::save_safetensors(dir.file("mine_to_planted"), one_tensor(1)),
+                    Contains("reached through '" + dir.file("mine_to_planted") + "'"));
+  CHECK(read_file(notes) == "my notes");
+  CHECK(fs::is_symlink(planted));
+  CHECK(dir.entries().size() == 3);
+  CHECK(std::vector<std::string>{fs::directory_iterator(dir.file("home"))->path().filename().string()} ==
+        std::vector<std::string>{"notes.txt"});
+
+  // Followed: a link of our own in the same folder; another user's link once the folder is theirs;
+  // another user's link in a folder that is not sticky.
+  const std::string own = dir.file("tmp/own.safetensors");
+  fs::create_symlink(dir.file("home/own.safetensors"), own);
+  nn::save_safetensors(own, one_tensor(2));
+  CHECK(saved_value(dir.file("home/own.safetensors")) == 2);
+  REQUIRE(::chown(dir.file("tmp").c_str(), 65534, 65534) == 0);
+  nn::save_safetensors(planted, one_tensor(3));
+  CHECK(saved_value(notes) == 3);
+  REQUIRE(::chown(dir.file("tmp").c_str(), 0, 0) == 0);
+  REQUIRE(::chmod(dir.file("tmp").c_str(), 0777) == 0);
+  nn::save_safetensors(planted, one_tensor(4));
+  CHECK(saved_value(notes) == 4);
 }
