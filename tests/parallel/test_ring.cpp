@@ -28,6 +28,20 @@ long long error_after_ms(const std::string& output) {
   return at == std::string::npos ? -1 : std::stoll(output.substr(at + 12));
 }
 
+// A job started through another launcher's command line, bounded by timeout(1) so that a hang fails
+// the test instead of stalling the suite; its output (stdout and stderr) is kept.
+struct LauncherRun {
+  explicit LauncherRun(const std::string& launcher_command) {
+    const TempDir dir;
+    const std::string log = dir.file("launcher.log");
+    command = "timeout -s KILL 90 " + launcher_command;
+    status = std::system((command + " > " + log + " 2>&1").c_str());
+    output = ringgrad::test::read_file(log);
+  }
+  std::string command, output;
+  int status = -1;
+};
+
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -242,18 +256,12 @@ TEST_CASE("ring: under torchrun, whose agent holds MASTER_PORT, ringgrad's store
 TEST_CASE("ring: a job started by Open MPI's mpirun reads its ranks from OMPI_COMM_WORLD_*", "[ring]") {
   // mpirun sets no RANK, WORLD_SIZE or MASTER_ADDR; only the port is passed, so parallel tests do
   // not meet on the default 29500. The ranks' output goes through mpirun's.
-  const TempDir dir;
-  const std::string log = dir.file("mpirun.log");
   const std::string port = std::to_string(ringgrad::test::free_port());
-  // timeout(1) bounds the run: a hang fails the test instead of stalling the suite.
-  const std::string command = "timeout -s KILL 60 " + std::string(RINGGRAD_MPIRUN_PATH) +
-                              " --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=" + port + " " + kWorker +
-                              " collectives shm > " + log + " 2>&1";
-  const int status = std::system(command.c_str());
-  std::ifstream in(log);
-  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  INFO(command << "\n" << output);
-  CHECK(status == 0);
+  const LauncherRun run(std::string(RINGGRAD_MPIRUN_PATH) + " --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=" +
+                        port + " " + kWorker + " collectives shm");
+  const std::string& output = run.output;
+  INFO(run.command << "\n" << output);
+  CHECK(run.status == 0);
   CHECK(output.find("rank 0: ok") != std::string::npos);
   CHECK(output.find("rank 1: ok") != std::string::npos);
   CHECK(output.find("rank 1 transport shm") != std::string::npos);
@@ -264,18 +272,14 @@ TEST_CASE("ring: a job started by Open MPI's mpirun reads its ranks from OMPI_CO
 TEST_CASE("ring: a job started by torchrun, whose agent holds MASTER_PORT, meets on the next port", "[ring]") {
   // --redirects 1 --tee 1: torch 1.13's torchrun cannot parse its default "0" on Python 3.11 (enum
   // iteration changed), and a non-zero value avoids that path; the output still reaches us.
-  const TempDir dir;
-  const std::string log = dir.file("torchrun.log");
+  const TempDir logs;
   const int port = ringgrad::test::free_port();
-  const std::string command = "timeout -s KILL 90 " + std::string(RINGGRAD_TORCHRUN_PYTHON) +
-                              " -m torch.distributed.run --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " +
-                              dir.file("logs") + " --no_python --master_port " + std::to_string(port) + " " + kWorker +
-                              " one auto > " + log + " 2>&1";
-  const int status = std::system(command.c_str());
-  std::ifstream in(log);
-  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  INFO(command << "\n" << output);
-  CHECK(status == 0);
+  const LauncherRun run(std::string(RINGGRAD_TORCHRUN_PYTHON) +
+                        " -m torch.distributed.run --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " + logs.str() +
+                        " --no_python --master_port " + std::to_string(port) + " " + kWorker + " one auto");
+  const std::string& output = run.output;
+  INFO(run.command << "\n" << output);
+  CHECK(run.status == 0);
   CHECK(output.find("rank 0: ok") != std::string::npos);
   CHECK(output.find("rank 1: ok") != std::string::npos);
   CHECK(output.find("uses port " + std::to_string(port + 1)) != std::string::npos);
