@@ -28,7 +28,7 @@
 #include "bench_util.h"
 #include "tools/flags/flags.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/probe.h"
 

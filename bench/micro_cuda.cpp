@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/softmax.h"

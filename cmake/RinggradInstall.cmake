@@ -20,11 +20,12 @@ install(TARGETS ringgrad EXPORT ringgrad-targets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # Public headers: everything under core/, nn/ and parallel/, and the backend interface in kernels/*.h. The headers
-# under kernels/cpu/ and kernels/cuda/ are private to the library (kernels/cuda/cuda_check.h needs
+# under kernels/cpu/ and kernels/cuda/ are private to the library (core/base/cuda_check.h needs
 # the CUDA toolkit's headers, which a user of a CUDA build need not have).
 file(GLOB_RECURSE RINGGRAD_PUBLIC_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/core/*.h)
 list(FILTER RINGGRAD_PUBLIC_HEADERS EXCLUDE REGEX "^core/ops/")  # the op files' private helpers
+list(REMOVE_ITEM RINGGRAD_PUBLIC_HEADERS core/base/cuda_check.h)  # needs the CUDA toolkit's headers
 file(GLOB_RECURSE RINGGRAD_NN_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/nn/*.h)
 list(APPEND RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_NN_HEADERS})
@@ -38,6 +39,7 @@ foreach(header IN LISTS RINGGRAD_PUBLIC_HEADERS RINGGRAD_KERNEL_HEADERS)
   install(FILES ${header} DESTINATION ${RINGGRAD_INSTALL_HEADERDIR}/${header_dir})
 endforeach()
 install(FILES ${PROJECT_BINARY_DIR}/include/ringgrad/ringgrad.h DESTINATION ${RINGGRAD_INSTALL_HEADERDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/ringgrad)
 
 # A sanitized static library calls into the sanitizer runtime, so whatever links it must link
 # that runtime too. (In the build tree add_link_options() already covers every target.)

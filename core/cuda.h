@@ -4,16 +4,21 @@
 //
 // Streams: ringgrad queues all work for cuda:k on one stream of its own (created non-blocking, so it
 // never serialises with the legacy default stream). Work is asynchronous; reading a result on the
-// host (item(), to_vector(), .to(Device::cpu())) waits for exactly what it needs. The implementation
-// lives in kernels/cuda/ (runtime.cpp, memory.cpp); docs/cuda.md tells the whole story.
+// host (item(), to_vector(), .to(Device::cpu())) waits for exactly what it needs. core/cuda.cpp answers
+// through the CUDA backend's device runtime (kernels/backend.h); docs/cuda.md tells the whole story.
 #pragma once
 
 #include <memory>
 
-#include "core/caching_allocator.h"
-#include "core/storage.h"
+#include "core/base/allocator.h"
+#include "core/base/caching_allocator.h"
+#include "core/base/device.h"
 
 namespace ringgrad {
+
+// True when this build has the CUDA backend (RINGGRAD_CUDA=ON, or AUTO with nvcc found); whether a
+// GPU is present at run time is cuda_device_count().
+bool built_with_cuda();
 
 // CUDA devices this process can use: 0 without a GPU or driver, and in a CPU-only build. Read once.
 int cuda_device_count();
@@ -22,7 +27,25 @@ inline bool cuda_is_available() { return cuda_device_count() > 0; }
 // Waits until all work ringgrad queued on cuda:device has finished (and reports its errors).
 void cuda_synchronize(int device);
 
-// The caching allocator of CUDA tensors (core/caching_allocator.h): statistics of one device, and
+// The stream ringgrad queues cuda:device's work on (a cudaStream_t, opaque here): what a library
+// that launches its own CUDA work in order with ringgrad's -- NCCL, say -- waits on or queues after.
+Stream cuda_stream(int device);
+
+// Makes cuda:device the calling thread's current CUDA device for the guard's lifetime and restores
+// the previous one afterwards: CUDA keeps a current device per host thread, and a runtime call made
+// for one GPU (an event, a communicator's launch) goes to whichever device is current.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int device);
+  ~CudaDeviceGuard();
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
+
+// The caching allocator of CUDA tensors (core/base/caching_allocator.h): statistics of one device, and
 // a way to give the cached blocks of every device back to the driver (for other programs, or before
 // measuring memory with nvidia-smi).
 MemoryStats cuda_memory_stats(int device);

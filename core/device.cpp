@@ -1,4 +1,4 @@
-// core/device.cpp: device names, the logical CPU device count, and one worker thread per device.
+// core/device.cpp: the logical CPU device count, and one worker thread per device.
 #include "core/device.h"
 
 #include <algorithm>
@@ -11,28 +11,11 @@
 #include <mutex>
 #include <thread>
 
+#include "core/base/error.h"
 #include "core/cuda.h"
-#include "core/error.h"
+#include "kernels/backend.h"
 
 namespace ringgrad {
-
-Device Device::parse(const std::string& text) {
-  const auto colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  int index = 0;
-  if (colon != std::string::npos) {
-    const std::string digits = text.substr(colon + 1);
-    RINGGRAD_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
-                   "Device::parse: expected 'cpu:K' or 'cuda:K' with K a non-negative integer, got '", text, "'");
-    RINGGRAD_CHECK(digits.size() <= 6, "Device::parse: device index out of range in '", text, "'");
-    index = std::stoi(digits);
-  }
-  if (kind == "cpu") return cpu(index);
-  if (kind == "cuda") return cuda(index);
-  throw Error(detail::str("Device::parse: expected 'cpu:K' or 'cuda:K', got '", text, "'"));
-}
-
-std::string Device::str() const { return detail::str(is_cpu() ? "cpu:" : "cuda:", index); }
 
 namespace {
 

@@ -12,29 +12,12 @@
 #include <ostream>
 #include <string>
 
-#include "kernels/backend.h"
+#include "core/base/device.h"
 
 namespace ringgrad {
 
-struct Device {
-  DeviceKind kind = DeviceKind::CPU;
-  int index = 0;
+// Device, DeviceKind and Stream are base-layer vocabulary (core/base/device.h).
 
-  static Device cpu(int index = 0) { return {DeviceKind::CPU, index}; }
-  static Device cuda(int index = 0) { return {DeviceKind::CUDA, index}; }
-  // Parses "cpu", "cpu:1", "cuda", "cuda:3"; throws on anything else.
-  static Device parse(const std::string& text);
-
-  bool is_cpu() const { return kind == DeviceKind::CPU; }
-  bool is_cuda() const { return kind == DeviceKind::CUDA; }
-  std::string str() const;
-
-  friend bool operator==(Device a, Device b) { return a.kind == b.kind && a.index == b.index; }
-  friend bool operator!=(Device a, Device b) { return !(a == b); }
-  friend bool operator<(Device a, Device b) { return a.kind != b.kind ? a.kind < b.kind : a.index < b.index; }
-};
-
-inline std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 
 // Number of logical CPU devices. Fixed at first use (read from RINGGRAD_CPU_DEVICES).
 int cpu_device_count();

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/op_params.h"
 #include "core/generator.h"
 #include "core/tensor.h"
 
@@ -37,6 +38,7 @@ enum class GeluApproximate { None, Tanh };  // None: exact, with erf
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor silu(const Tensor& x);  // x * sigmoid(x), also called swish
 Tensor add(const Tensor& x, double s);
 Tensor mul(const Tensor& x, double s);
 Tensor rdiv(double s, const Tensor& x);  // s / x
@@ -88,6 +90,20 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 // Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
 Tensor dropout(const Tensor& x, double p, bool training = true);
+
+// --- optim.cpp: fused optimizer steps, in place and never recorded by autograd ----------------------
+// One pass over a dense parameter and its gradient, exactly PyTorch 1.13's single-tensor rules, in
+// the parameter's dtype (nn/optim's SGD and Adam/AdamW are built on these; so can an optimizer
+// written outside ringgrad). `op` names the caller in errors ("SGD.step"). Each checks that param is
+// a dense float tensor and that grad and every state tensor has param's shape, dtype and device;
+// state tensors must be dense too. momentum_buffer may be undefined only when args.momentum == 0.
+void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStepArgs& args,
+               const char* op = "sgd_step_");
+void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const AdamStepArgs& args, const char* op = "adam_step_");
+// x *= s in the memory x views (dense float x), never recorded: whoever else holds that memory --
+// a DDP bucket a gradient is a view of -- sees the change. What clip_grad_norm_ scales with.
+void mul_(const Tensor& x, double s, const char* op = "mul_");
 
 // --- operators ---------------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

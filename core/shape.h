@@ -12,8 +12,8 @@
 #include <ostream>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/strided.h"
+#include "core/base/error.h"
+#include "core/base/strided.h"
 
 namespace ringgrad {
 

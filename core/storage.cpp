@@ -1,57 +1,20 @@
-// core/storage.cpp: the 64-byte-aligned host allocator and Storage's lifetime.
+// core/storage.cpp: which allocator a storage uses, and its lifetime.
 #include "core/storage.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
-#include "core/error.h"
+#include "core/base/error.h"
+#include "kernels/backend.h"
 
 namespace ringgrad {
-namespace {
-
-class HostAllocator final : public Allocator {
- public:
-  void* allocate(int64_t nbytes, Device) override {
-    if (nbytes == 0) return nullptr;
-    // aligned_alloc requires a size that is a multiple of the alignment.
-    const size_t rounded = static_cast<size_t>((nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
-    void* p = std::aligned_alloc(kHostAlignment, rounded);
-    RINGGRAD_CHECK(p != nullptr, "host allocator: out of memory allocating ", nbytes, " bytes");
-    return p;
-  }
-  void deallocate(void* ptr, int64_t, Device) override { std::free(ptr); }
-};
-
-std::atomic<Allocator*> g_allocators[2] = {&host_allocator(), nullptr};
-
-}  // namespace
-
-Allocator& host_allocator() {
-  // Never destroyed: a tensor freed during static destruction (or by a worker thread at exit) must
-  // still find its allocator alive.
-  static auto* allocator = new HostAllocator();
-  return *allocator;
-}
 
 Allocator& allocator_for(DeviceKind kind) {
-  Allocator* a = g_allocators[static_cast<int>(kind)].load();
+  Allocator* a = installed_allocator(kind);
   if (a == nullptr && kind == DeviceKind::CUDA) {
     backend_for(kind, "allocator_for");  // installs the caching allocator, or says why there is no CUDA
-    a = g_allocators[static_cast<int>(kind)].load();
+    a = installed_allocator(kind);
   }
   RINGGRAD_CHECK(a != nullptr, "allocator_for: no allocator for ", kind == DeviceKind::CUDA ? "cuda" : "cpu",
                  " devices in this build");
   return *a;
-}
-
-Allocator* set_allocator(DeviceKind kind, Allocator* allocator) {
-  return g_allocators[static_cast<int>(kind)].exchange(allocator);
-}
-
-bool set_allocator_if_unset(DeviceKind kind, Allocator* allocator) {
-  Allocator* expected = nullptr;
-  return g_allocators[static_cast<int>(kind)].compare_exchange_strong(expected, allocator);
 }
 
 Storage::Storage(Device device, int64_t nbytes)

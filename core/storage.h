@@ -8,28 +8,17 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/base/allocator.h"
 #include "core/device.h"
 
 namespace ringgrad {
 
-class Allocator {
- public:
-  virtual ~Allocator() = default;
-  virtual void* allocate(int64_t nbytes, Device device) = 0;
-  virtual void deallocate(void* ptr, int64_t nbytes, Device device) = 0;
-};
+// Allocator, host_allocator() and set_allocator() are base-layer (core/base/allocator.h).
 
-// Host memory aligned to 64 bytes (a cache line, and enough for any SIMD load Eigen issues).
-constexpr int64_t kHostAlignment = 64;
-Allocator& host_allocator();
-
-// The allocator used for new storages of this kind, and a way to replace it (returns the old one).
-// CUDA storages use the CUDA backend's caching allocator (core/cuda.h), installed by the backend's
-// first use unless set_allocator() put another one there before.
+// The allocator used for new storages of this kind. CUDA storages use the CUDA backend's caching
+// allocator (core/cuda.h), installed by the backend's first use unless set_allocator() put another
+// one there before; asking for it is what starts the backend.
 Allocator& allocator_for(DeviceKind kind);
-Allocator* set_allocator(DeviceKind kind, Allocator* allocator);
-// Installs `allocator` only when the kind has none yet; returns whether it did.
-bool set_allocator_if_unset(DeviceKind kind, Allocator* allocator);
 
 class Storage {
  public:

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/dtype.h"
-#include "core/error.h"
+#include "core/base/dtype.h"
+#include "core/base/error.h"
 #include "core/shape.h"
 #include "core/storage.h"
 

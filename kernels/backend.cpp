@@ -1,9 +1,8 @@
-// kernels/backend.cpp: backend_for(), the one place that picks a backend for a device kind -- and,
-// in a CPU-only build, the answers of core/cuda.h (no devices; everything else says how to get CUDA).
+// kernels/backend.cpp: backend_for(), the one place that picks a backend for a device kind, and the
+// answers of a backend that has no device runtime of its own (Backend's defaults).
 #include "kernels/backend.h"
 
-#include "core/cuda.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/cpu/cpu_backend.h"
 #ifdef RINGGRAD_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -20,34 +19,34 @@ Backend& backend_for(DeviceKind kind, const char* op) {
 #endif
 }
 
-bool built_with_cuda() {
+Backend* built_backend(DeviceKind kind) {
+  if (kind == DeviceKind::CPU) return &cpu_backend();
 #ifdef RINGGRAD_WITH_CUDA
-  return true;
+  return &cuda_backend_instance();
 #else
-  return false;
+  return nullptr;
 #endif
 }
 
-#ifndef RINGGRAD_WITH_CUDA
-// A CPU-only build: there are no CUDA devices, which is an answer, not an error; asking anything of
-// a device that cannot exist here is.
+// ---- Backend's device runtime, for a backend without one --------------------------------------------
 namespace {
-[[noreturn]] void no_cuda(const char* op) {
-  throw Error(detail::str(op, ": no CUDA backend in this build (configure with -DRINGGRAD_CUDA=ON)"));
+[[noreturn]] void no_runtime(const Backend& backend, const char* call) {
+  throw Error(detail::str(call, ": the ", backend.name(), " backend has no device runtime of its own"));
 }
 }  // namespace
 
-int cuda_device_count() { return 0; }
-void cuda_synchronize(int) { no_cuda("cuda_synchronize"); }
-MemoryStats cuda_memory_stats(int) { no_cuda("cuda_memory_stats"); }
-void cuda_reset_peak_memory_stats(int) { no_cuda("cuda_reset_peak_memory_stats"); }
-void cuda_empty_cache() {}  // nothing can be cached
-Allocator& cuda_pinned_allocator() { no_cuda("cuda_pinned_allocator"); }
-MemoryStats cuda_pinned_memory_stats() { no_cuda("cuda_pinned_memory_stats"); }
-struct CudaReadyPoint {};
-std::shared_ptr<CudaReadyPoint> cuda_mark_ready(int) { no_cuda("cuda_mark_ready"); }
-void cuda_copy_to_pinned(const CudaReadyPoint&, const void*, void*, int64_t) { no_cuda("cuda_copy_to_pinned"); }
-void cuda_copy_from_pinned(const CudaReadyPoint&, const void*, void*, int64_t) { no_cuda("cuda_copy_from_pinned"); }
-#endif
+void Backend::synchronize(int) { no_runtime(*this, "synchronize"); }
+int Backend::exchange_current_device(int) { no_runtime(*this, "exchange_current_device"); }
+MemoryStats Backend::memory_stats(int) { no_runtime(*this, "memory_stats"); }
+void Backend::reset_peak_memory_stats(int) { no_runtime(*this, "reset_peak_memory_stats"); }
+Allocator& Backend::pinned_allocator() { no_runtime(*this, "pinned_allocator"); }
+MemoryStats Backend::pinned_memory_stats() { no_runtime(*this, "pinned_memory_stats"); }
+std::unique_ptr<ReadyPoint> Backend::mark_ready(int) { no_runtime(*this, "mark_ready"); }
+void Backend::copy_to_pinned(int, const ReadyPoint&, const void*, void*, int64_t) {
+  no_runtime(*this, "copy_to_pinned");
+}
+void Backend::copy_from_pinned(int, const ReadyPoint&, const void*, void*, int64_t) {
+  no_runtime(*this, "copy_from_pinned");
+}
 
 }  // namespace ringgrad

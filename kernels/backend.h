@@ -10,40 +10,24 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
-#include "core/dtype.h"
-#include "kernels/strided.h"
+#include "core/base/allocator.h"
+#include "core/base/caching_allocator.h"
+#include "core/base/device.h"
+#include "core/base/dtype.h"
+#include "core/base/op_params.h"
+#include "core/base/strided.h"
+#include "kernels/unary_ops.h"
 
 namespace ringgrad {
 
-enum class DeviceKind : uint8_t { CPU, CUDA };
-
-using Stream = void*;
-
-// Elementwise y = f(x). Scalar ops read `alpha`. The comment names what unary_backward reads as its
-// `saved` argument: the forward's input x or its output y (whichever makes the derivative cheapest).
-enum class UnaryOp : uint8_t {
-  Neg,         // -x                      saved: none
-  Exp,         // e^x                     saved: y   (dy/dx = y)
-  Log,         // ln x                    saved: x   (1/x)
-  Sqrt,        // sqrt x                  saved: y   (1/(2y))
-  Relu,        // max(x, 0)               saved: y   (y > 0)
-  GeluTanh,    // x/2 (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))   saved: x
-  GeluErf,     // x/2 (1 + erf(x/sqrt 2))                        saved: x
-  Tanh,        // tanh x                  saved: y   (1 - y^2)
-  Sigmoid,     // 1/(1 + e^-x)            saved: y   (y (1 - y))
-  AddScalar,   // x + alpha               saved: none
-  MulScalar,   // x * alpha               saved: none
-  RDivScalar,  // alpha / x               saved: x   (-alpha/x^2)
-  PowScalar,   // x^alpha                 saved: x   (alpha x^(alpha-1))
-};
+// UnaryOp (elementwise y = f(x)) comes from kernels/unary_ops.h, the table of unary functors: each
+// op's formula, derivative and what unary_backward reads as `saved` (x, y or nothing) are there.
 
 enum class BinaryOp : uint8_t { Add, Sub, Mul, Div };
 
 enum class ReduceOp : uint8_t { Sum, Max };
-
-// Activation applied in the GEMM epilogue, after the bias: Linear+ReLU in one pass over C.
-enum class Activation : uint8_t { None, Relu, GeluTanh };
 
 enum class RandomKind : uint8_t { Uniform, Normal };
 
@@ -68,18 +52,10 @@ struct GemmArgs {
   Activation activation = Activation::None;
 };
 
-// Hyperparameters of one SGD step (PyTorch's names).
-struct SgdStepArgs {
-  double lr = 0.0, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
-  bool nesterov = false;
-  bool first_step = false;  // the momentum buffer is uninitialised and becomes d_p, as in PyTorch
-};
-
-// Hyperparameters of one Adam/AdamW step.
-struct AdamStepArgs {
-  double lr = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool decoupled_weight_decay = false;  // AdamW: decay the parameter, not the gradient
-  int64_t step = 1;                     // 1-based, already incremented for this step
+// A point in the work queued so far on one device's compute stream: what a staging copy waits for
+// (core/cuda.h, cuda_mark_ready). Each backend with streams defines what it holds (CUDA: an event).
+struct ReadyPoint {
+  virtual ~ReadyPoint() = default;
 };
 
 struct Backend {
@@ -115,7 +91,7 @@ struct Backend {
 
   // --- elementwise -------------------------------------------------------------------------------
   virtual void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, Stream s) = 0;
-  // dx = dy * f'(.) where `saved` is x or y as listed in UnaryOp (null for ops that save none).
+  // dx = dy * f'(.) where `saved` is x or y as unary_saved(op) says (null for ops that save none).
   virtual void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, void* dx, int64_t n,
                               double alpha, Stream s) = 0;
   // out (dense) = a op b; a and b have out's shape, with stride 0 where they were broadcast.
@@ -162,14 +138,38 @@ struct Backend {
   //         p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
   virtual void adam_step(DType dt, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
                          const AdamStepArgs& args, Stream s) = 0;
+
+  // --- the device runtime: what core/cuda.h answers through ----------------------------------------
+  // A backend whose devices have memory, streams and a runtime of their own (CUDA) overrides these.
+  // The defaults are for one without (the CPU, whose logical devices core/device.h manages): no
+  // devices, and an Error naming the call and the backend for anything asked of one.
+  virtual int device_count() { return 0; }
+  virtual void synchronize(int device);  // waits for all work queued on the device's stream
+  // The device that the calling thread's runtime calls go to; makes `device` current and returns the
+  // previous one (CUDA keeps a current device per host thread).
+  virtual int exchange_current_device(int device);
+  // Statistics of the device memory allocator, and a way to give its cached blocks back.
+  virtual MemoryStats memory_stats(int device);
+  virtual void reset_peak_memory_stats(int device);
+  virtual void empty_cache() {}  // nothing cached
+  // Page-locked host memory for asynchronous transfers, through a caching allocator of its own.
+  virtual Allocator& pinned_allocator();
+  virtual MemoryStats pinned_memory_stats();
+  // Staging copies that overlap compute (core/cuda.h states the contract).
+  virtual std::unique_ptr<ReadyPoint> mark_ready(int device);
+  virtual void copy_to_pinned(int device, const ReadyPoint& ready, const void* src, void* pinned_dst, int64_t nbytes);
+  virtual void copy_from_pinned(int device, const ReadyPoint& after, const void* pinned_src, void* dst,
+                                int64_t nbytes);
 };
 
 // The backend for a device kind. Throws ringgrad::Error when this build has none (a CPU-only build
-// asked for CUDA), naming `op` so the message says which call needed it.
+// asked for CUDA) or the kind has no device (no GPU visible), naming `op` so the message says which
+// call needed it.
 Backend& backend_for(DeviceKind kind, const char* op = "tensor");
 
-// True when this build has the CUDA backend (RINGGRAD_CUDA=ON, or AUTO with nvcc found). Whether a GPU
-// is present at run time is cuda_device_count() (core/cuda.h).
-bool built_with_cuda();
+// The backend for a device kind when this build has one, whether or not a device of that kind is
+// present; null when it has none. Never throws: core/cuda.h asks it how many GPUs there are.
+Backend* built_backend(DeviceKind kind);
+
 
 }  // namespace ringgrad

@@ -1,4 +1,4 @@
-// nn/activation.h: ReLU, GELU, Tanh, Sigmoid, Flatten and Dropout -- thin modules over core ops,
+// nn/activation.h: ReLU, GELU, Tanh, Sigmoid, SiLU, Flatten and Dropout -- thin modules over core ops,
 // so they can sit in a Sequential.
 #pragma once
 
@@ -34,6 +34,12 @@ class Sigmoid : public Cloneable<Sigmoid> {
  public:
   std::string type_name() const override { return "Sigmoid"; }
   Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
+
+class SiLU : public Cloneable<SiLU> {
+ public:
+  std::string type_name() const override { return "SiLU"; }
+  Tensor forward(const Tensor& x) override { return silu(x); }
 };
 
 // Flattens dims start_dim..end_dim (default: everything but the batch dim), as nn.Flatten.

@@ -18,7 +18,7 @@
 #include <ctime>
 #include <random>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace nn {

@@ -1,7 +1,7 @@
 // nn/linear.h: Linear, y = x W^T + b, optionally fused with its activation.
 #pragma once
 
-#include "kernels/backend.h"
+#include "core/base/op_params.h"
 #include "nn/module.h"
 
 namespace ringgrad {

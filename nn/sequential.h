@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "core/base/op_params.h"
 #include "nn/module.h"
 
 namespace ringgrad {

@@ -63,8 +63,9 @@ DistributedDataParallelCore::DistributedDataParallelCore(nn::Module& module, std
 void DistributedDataParallelCore::check_same_model_on_every_rank() {
   const int world = group_->size();
   if (world == 1) return;
-  // NCCL moves only GPU memory; the ring works on host memory (it would stage GPU tensors there).
-  const Device device = std::string(group_->backend_name()) == "nccl" ? device_of(module_) : Device::cpu();
+  // The backend says where its collectives want tensors: NCCL moves only GPU memory; the ring works
+  // on host memory (it would stage GPU tensors there).
+  const Device device = group_->collective_device(device_of(module_));
   const std::string mine = join_lines(describe_model(module_));
 
   std::vector<Tensor> lengths;

@@ -11,7 +11,7 @@
 #include <limits>
 #include <optional>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "parallel/process_group.h"
 
 namespace ringgrad {

@@ -1,11 +1,14 @@
-// parallel/process_group.cpp: Work, ProcessGroup, and init_process_group() (launch variables: launch_info.cpp).
+// parallel/process_group.cpp: Work, ProcessGroup, the backend registry, and init_process_group()
+// (launch variables: launch_info.cpp).
 #include "parallel/process_group.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <utility>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "parallel/nccl/nccl_process_group.h"
 #include "parallel/rendezvous.h"
 #include "parallel/ring/ring_process_group.h"
@@ -83,6 +86,69 @@ namespace {
 std::mutex g_default_mutex;
 std::shared_ptr<ProcessGroup> g_default_group;
 
+// --- the backend registry -------------------------------------------------------------------------
+// A function-local static, filled with the built-in backends on first use: a registrar object in
+// its own file would be dropped by the linker from a static library nobody references it in, and
+// its order against other static initialisers would be unspecified. This file is compiled once per
+// variant (with and without RINGGRAD_WITH_NCCL), so it is also where "nccl" is or is not installed.
+struct BackendRegistry {
+  BackendRegistry();  // installs the built-in backends
+  std::mutex mutex;
+  std::map<std::string, ProcessGroupFactory> factories;  // sorted, so messages list names in order
+};
+
+std::shared_ptr<ProcessGroup> make_ring(const BackendContext& context) {
+  RingOptions ring;
+  ring.timeout = context.info.timeout;
+  ring.setup_timeout = context.info.setup_timeout;
+  ring.transport = context.options.transport;
+  ring.master_addr = context.info.master_addr;
+  return std::make_shared<RingProcessGroup>(context.store, context.info.rank, context.info.world_size, ring);
+}
+
+BackendRegistry::BackendRegistry() {
+  factories.emplace("ring", make_ring);
+#ifdef RINGGRAD_WITH_NCCL
+  factories.emplace("nccl", [](const BackendContext& context) {
+    return make_nccl_process_group(context.store, context.info.rank, context.info.world_size, context.info.local_rank,
+                                   context.info.timeout);
+  });
+#endif
+}
+
+BackendRegistry& backend_registry() {
+  static BackendRegistry registry;  // thread-safe initialisation, on the first call
+  return registry;
+}
+
+// "a", "b" or "c": the registered names, for messages.
+std::string quoted_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += "\"" + names[i] + "\"";
+  }
+  return out;
+}
+
+// The factory registered under `backend`; throws, listing the registered names, for any other.
+ProcessGroupFactory find_backend(const std::string& backend) {
+  {
+    BackendRegistry& registry = backend_registry();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    const auto it = registry.factories.find(backend);
+    if (it != registry.factories.end()) return it->second;
+  }
+  if (backend == "nccl" && !nccl_available()) {
+    throw Error("init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
+                "time); use backend \"ring\"");
+  }
+  const std::string no_nccl = nccl_available() ? "" : "; \"nccl\" needs a build with CUDA and NCCL";
+  throw Error(detail::str("init_process_group: expected backend ", quoted_names(registered_process_group_backends()),
+                          " (the registered backends", no_nccl, "; register_process_group_backend adds more), got \"",
+                          backend, "\""));
+}
+
 // Where ringgrad's store listens. torchrun's agent already serves a TCPStore of its own on
 // MASTER_PORT (and says so: TORCHELASTIC_USE_AGENT_STORE), so under torchrun ringgrad's store takes
 // the next port -- the same on every rank, with no flag needed -- unless RINGGRAD_STORE_PORT says.
@@ -118,8 +184,7 @@ void warn_if_unauthenticated(const LaunchInfo& info, int port) {
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
   const LaunchInfo info = read_launch_info(options);
-  RINGGRAD_CHECK(backend == "ring" || backend == "nccl", "init_process_group: expected backend \"ring\" or \"nccl\", "
-                 "got \"", backend, "\"");
+  const ProcessGroupFactory make_group = find_backend(backend);  // before meeting anyone: fail alone, at once
   // Rank 0 serves the store; everyone (rank 0 too) is a client. A job of one needs no store.
   std::shared_ptr<Store> store;
   if (info.world_size > 1) {
@@ -151,20 +216,31 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
     }
     rendezvous(*store, {info.rank, info.world_size, address, info.job_id}, info.setup_timeout);
   }
-  std::shared_ptr<ProcessGroup> group;
-  if (backend == "ring") {
-    RingOptions ring;
-    ring.timeout = info.timeout;
-    ring.setup_timeout = info.setup_timeout;
-    ring.transport = options.transport;
-    ring.master_addr = info.master_addr;
-    group = std::make_shared<RingProcessGroup>(store, info.rank, info.world_size, ring);
-  } else {
-    group = make_nccl_process_group(store, info.rank, info.world_size, info.local_rank, info.timeout);
-  }
+  std::shared_ptr<ProcessGroup> group = make_group(BackendContext{info, options, store});
+  RINGGRAD_CHECK(group != nullptr, "init_process_group: the factory of backend \"", backend,
+                 "\" returned no process group");
   std::lock_guard<std::mutex> lock(g_default_mutex);
   g_default_group = group;
   return group;
+}
+
+void register_process_group_backend(const std::string& name, ProcessGroupFactory factory) {
+  RINGGRAD_CHECK(!name.empty(), "register_process_group_backend: expected a backend name, got \"\"");
+  RINGGRAD_CHECK(factory != nullptr, "register_process_group_backend(\"", name,
+                 "\"): expected a factory, got an empty function");
+  BackendRegistry& registry = backend_registry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  const bool added = registry.factories.emplace(name, std::move(factory)).second;
+  RINGGRAD_CHECK(added, "register_process_group_backend: backend \"", name,
+                 "\" is already registered; each name can be registered once");
+}
+
+std::vector<std::string> registered_process_group_backends() {
+  BackendRegistry& registry = backend_registry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : registry.factories) names.push_back(name);
+  return names;
 }
 
 std::shared_ptr<ProcessGroup> default_process_group() {

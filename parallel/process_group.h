@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,10 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual const char* backend_name() const = 0;
+  // Where this backend wants the tensors of a collective whose caller may choose (DDP's model
+  // check): the host for backends that work on host memory (the default, and "ring", which would
+  // only stage GPU tensors there), the module's own device for one that moves GPU memory ("nccl").
+  virtual Device collective_device(Device module_device) const { return Device::cpu(); }
 
   // All in place on dense tensors of the same shape and dtype on every rank.
   // tensor = op over ranks of tensor.
@@ -144,8 +149,26 @@ LaunchInfo read_launch_info(const InitOptions& options);
 // The first host of a Slurm node list: "node[03-05,9],gpu1" -> "node03". Exposed for tests.
 std::string first_slurm_host(const std::string& nodelist);
 
-// Creates this process's group: backend "ring" (CPU tensors; the hand-written ring all-reduce) or
-// "nccl" (CUDA tensors; needs a build with NCCL). It also becomes the default group.
+// What init_process_group hands a backend's factory, once the ranks have met: where this process
+// stands (after defaults), the options given in code, and the store served by rank 0 -- null in a
+// job of one, which needs no store.
+struct BackendContext {
+  LaunchInfo info;
+  InitOptions options;
+  std::shared_ptr<Store> store;
+};
+using ProcessGroupFactory = std::function<std::shared_ptr<ProcessGroup>(const BackendContext&)>;
+
+// The backends init_process_group can make, by name, as PyTorch's Backend.register_backend. "ring"
+// is always there and "nccl" in builds with NCCL; both are installed on the registry's first use
+// (not by static initialisers, which a static library's linker may drop). Registering a name that
+// is already registered, an empty name or an empty factory throws, naming it.
+void register_process_group_backend(const std::string& name, ProcessGroupFactory factory);
+std::vector<std::string> registered_process_group_backends();  // sorted by name
+
+// Creates this process's group with a registered backend: "ring" (CPU tensors; the hand-written
+// ring all-reduce), "nccl" (CUDA tensors; needs a build with NCCL) or one registered by the user.
+// It also becomes the default group. An unknown name is refused before any rank meets the others.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options = {});
 // True when this build has the "nccl" backend (CUDA and NCCL were found at configure time).
 bool nccl_available();

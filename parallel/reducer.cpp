@@ -9,6 +9,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/ops.h"
+#include "parallel/bucket_assignment.h"
 
 namespace ringgrad {
 namespace parallel {
@@ -214,37 +215,29 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
 
   // Buckets, filled in reverse registration order: backward produces the last layer's gradients
   // first, so the first bucket is ready earliest and its all-reduce overlaps the rest of backward.
-  // A bucket closes once it reaches its cap (the first one's is smaller) or the dtype changes.
-  const double mib = 1024.0 * 1024.0;
-  State::Bucket open;
-  int64_t open_bytes = 0;
-  auto close_bucket = [&] {
-    if (open.params.empty()) return;
-    const Tensor& first = s.params[open.params.front()].tensor;
-    int64_t numel = 0;
-    for (int i : open.params) numel += s.params[i].tensor.numel();
-    open.buffer = zeros({numel}, TensorOptions(first.dtype()).device(first.device()));
-    open.timing.index = static_cast<int>(s.buckets.size());
-    open.timing.bytes = open_bytes;
-    open.timing.parameters = static_cast<int>(open.params.size());
-    s.buckets.push_back(std::move(open));
-    open = State::Bucket();
-    open_bytes = 0;
-  };
-  for (int i = static_cast<int>(s.params.size()) - 1; i >= 0; --i) {
-    State::Param& p = s.params[i];
-    if (!open.params.empty() && s.params[open.params.front()].tensor.dtype() != p.tensor.dtype()) close_bucket();
-    p.bucket = static_cast<int>(s.buckets.size());
-    p.offset = 0;
-    for (int j : open.params) p.offset += s.params[j].tensor.numel();
-    open.params.push_back(i);
-    open_bytes += p.tensor.numel() * p.tensor.element_size();
-    const double cap_mb = options.bucket_cap_mb_ == 0 ? 0
-                          : s.buckets.empty()         ? options.first_bucket_cap_mb_
-                                                      : options.bucket_cap_mb_;
-    if (static_cast<double>(open_bytes) >= cap_mb * mib) close_bucket();
+  // Which parameter goes where is bucket_assignment.h's; here each bucket gets its flat buffer.
+  std::vector<BucketParam> sizes;
+  for (const State::Param& p : s.params) sizes.push_back({p.tensor.numel() * p.tensor.element_size(), p.tensor.dtype()});
+  const std::vector<std::vector<size_t>> layout = assign_buckets(
+      sizes, bucket_cap_bytes_from_mb(options.first_bucket_cap_mb_), bucket_cap_bytes_from_mb(options.bucket_cap_mb_));
+  for (const std::vector<size_t>& members : layout) {
+    State::Bucket bucket;
+    int64_t numel = 0, bytes = 0;
+    for (const size_t i : members) {
+      State::Param& p = s.params[i];
+      p.bucket = static_cast<int>(s.buckets.size());
+      p.offset = numel;
+      numel += p.tensor.numel();
+      bytes += sizes[i].bytes;
+      bucket.params.push_back(static_cast<int>(i));
+    }
+    const Tensor& first = s.params[members.front()].tensor;
+    bucket.buffer = zeros({numel}, TensorOptions(first.dtype()).device(first.device()));
+    bucket.timing.index = static_cast<int>(s.buckets.size());
+    bucket.timing.bytes = bytes;
+    bucket.timing.parameters = static_cast<int>(members.size());
+    s.buckets.push_back(std::move(bucket));
   }
-  close_bucket();
   s.param_ready.assign(s.params.size(), false);
   s.reset_step();
 

@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "parallel/socket.h"
 
 namespace ringgrad {

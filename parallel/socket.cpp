@@ -26,7 +26,7 @@
 #include <system_error>
 #include <thread>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace parallel {

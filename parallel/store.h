@@ -12,6 +12,7 @@
 // a key over 4 KiB, a value over max_value_bytes, or more than 1024 keys in one request is a protocol
 // error; the server answers nothing, closes that connection and carries on serving the others. A
 // client that half-closes after its last request still gets every reply, then the server closes.
+// The commands and their payloads: store_protocol.h (private, like store_server.h).
 #pragma once
 
 #include <algorithm>

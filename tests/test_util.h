@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/gradcheck.h"
 
 namespace ringgrad::test {

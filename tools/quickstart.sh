@@ -12,6 +12,8 @@
 #   RINGGRAD_CUDA=AUTO|ON|OFF             passed to CMake (default AUTO: on when nvcc is found)
 #   RINGGRAD_BUILD_DIR=dir                build somewhere else than build/ (or build-sanitize/)
 #   RINGGRAD_JOBS=n                       parallel compile and test jobs (default: all cores)
+#   RINGGRAD_CPU_ARCH=level               -march= for the library (default native here; CMake's own default
+#                                         is the portable x86-64-v2)
 #   RINGGRAD_DEMO_EPOCHS=n                epochs of each Fashion-MNIST run in the demo (default 4)
 #
 # Packages are installed with apt-get only when dpkg says one is missing (as root, or through sudo).
@@ -56,7 +58,9 @@ fi
 
 # --- 2. configure -----------------------------------------------------------------------------------
 jobs="${RINGGRAD_JOBS:-$(nproc)}"
-cmake_args=(-G Ninja)
+# A local build, for this machine's benchmarks: the library's CPU code tuned for this CPU (the CMake
+# default is a portable x86-64-v2). RINGGRAD_CPU_ARCH in the environment wins.
+cmake_args=(-G Ninja -DRINGGRAD_CPU_ARCH="${RINGGRAD_CPU_ARCH:-native}")
 if [[ -n "${RINGGRAD_CUDA:-}" ]]; then cmake_args+=(-DRINGGRAD_CUDA="$RINGGRAD_CUDA"); fi
 if [[ -n "${RINGGRAD_SANITIZE:-}" ]]; then
   build_dir="${RINGGRAD_BUILD_DIR:-build-sanitize}"

@@ -3,13 +3,18 @@
 // from 64 points by full-batch SGD on the mean squared error.
 //
 // The points lie exactly on the line, so gradient descent must find w = 3, b = -2 to within
-// rounding. Prints the fit and exits 1 unless both are within 1e-3: examples/consumer/run.cmake
-// runs it as the last step of the `install` tests, and a wrong result fails them.
+// rounding. Then the same fit runs twice more, with optim::SGD(momentum 0.9) and with HeavyBall, an
+// optimizer written here against the installed headers (heavy_ball.h): the two must agree bit for
+// bit. Prints the fit and exits 1 on any failure: examples/consumer/run.cmake runs it as the last
+// step of the `install` tests, and a wrong result fails them.
 #include <ringgrad/ringgrad.h>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <vector>
+
+#include "heavy_ball.h"
 
 using namespace ringgrad;
 
@@ -19,6 +24,23 @@ constexpr double kSlope = 3.0, kIntercept = -2.0;
 constexpr int kSteps = 200;
 constexpr double kLearningRate = 0.5;
 constexpr double kTolerance = 1e-3;
+constexpr double kMomentum = 0.9, kMomentumLearningRate = 0.05;
+
+// Full-batch training of a fresh Linear(1, 1) (seed 0) with `optimizer_for`'s optimizer; returns
+// the model.
+template <typename MakeOptimizer>
+std::shared_ptr<nn::Linear> fit(const Tensor& x, const Tensor& y, int steps, MakeOptimizer optimizer_for) {
+  manual_seed(0);  // the layer's initial weights
+  auto model = std::make_shared<nn::Linear>(1, 1);
+  auto optimizer = optimizer_for(model->parameters());
+  const nn::MSELoss loss_fn;
+  for (int step = 0; step < steps; ++step) {
+    optimizer->zero_grad();
+    loss_fn(model->forward(x), y).backward();
+    optimizer->step();
+  }
+  return model;
+}
 
 }  // namespace
 
@@ -47,6 +69,21 @@ int main() {
     if (!(std::fabs(w - kSlope) < kTolerance && std::fabs(b - kIntercept) < kTolerance)) {
       std::fprintf(stderr, "consumer: expected w = %g and b = %g to within %g, got w = %g and b = %g\n",
                    kSlope, kIntercept, kTolerance, w, b);
+      return 1;
+    }
+
+    // The out-of-tree optimizer against the built-in one with the same rule.
+    const auto sgd = fit(x, y, kSteps, [](std::vector<Tensor> params) {
+      return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions(kMomentumLearningRate).momentum(kMomentum));
+    });
+    const auto heavy = fit(x, y, kSteps, [](std::vector<Tensor> params) {
+      return std::make_unique<HeavyBall>(std::move(params), kMomentumLearningRate, kMomentum);
+    });
+    const double ws = sgd->weight.item(), bs = sgd->bias.item(), wh = heavy->weight.item(), bh = heavy->bias.item();
+    std::printf("HeavyBall (written outside ringgrad): y = %.4f x %+.4f; optim::SGD momentum %.1f: y = %.4f x %+.4f\n",
+                wh, bh, kMomentum, ws, bs);
+    if (!(wh == ws && bh == bs && std::fabs(wh - kSlope) < kTolerance && std::fabs(bh - kIntercept) < kTolerance)) {
+      std::fprintf(stderr, "consumer: expected HeavyBall to equal optim::SGD bit for bit and fit the line\n");
       return 1;
     }
     std::printf("OK\n");

@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "core/dtype.h"
-#include "core/error.h"
+#include "core/base/dtype.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace cpu {

@@ -14,10 +14,10 @@
 
 #include <Eigen/Core>
 
-#include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/unary_ops.h"  // the epilogue's activations: the same functors as relu() and gelu()
 
 namespace ringgrad {
 namespace {
@@ -62,10 +62,10 @@ void epilogue(T* c, int64_t m, int64_t n, int64_t ldc, const T* bias, Activation
     switch (activation) {
       case Activation::None: break;
       case Activation::Relu:
-        for (int64_t j = 0; j < n; ++j) row[j] = cpu::relu(row[j]);
+        for (int64_t j = 0; j < n; ++j) row[j] = unary_ops::Relu::forward(row[j], T(0));
         break;
       case Activation::GeluTanh:
-        for (int64_t j = 0; j < n; ++j) row[j] = cpu::gelu_tanh(row[j]);
+        for (int64_t j = 0; j < n; ++j) row[j] = unary_ops::GeluTanh::forward(row[j], T(0));
         break;
     }
   }

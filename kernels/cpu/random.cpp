@@ -1,6 +1,6 @@
 // kernels/cpu/random.cpp: random draws (uniform, normal) and dropout, both on Philox counters.
 //
-// Element i always uses counter offset + i under the draw's seed (kernels/philox.h), so a tensor
+// Element i always uses counter offset + i under the draw's seed (core/base/philox.h), so a tensor
 // drawn here equals the same tensor drawn in pieces, on another thread, or on a GPU.
 // Cost: one Philox block per element (7-10 ns of integer multiplies on one core; a normal adds
 // logf and cosf), far more than moving the 4-8 bytes written: on a CPU these kernels are
@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
-#include "kernels/philox.h"
+#include "core/base/philox.h"
 
 namespace ringgrad {
 

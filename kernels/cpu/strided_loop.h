@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/strided.h"
+#include "core/base/strided.h"
 
 namespace ringgrad {
 namespace cpu {

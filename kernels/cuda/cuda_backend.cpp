@@ -1,6 +1,7 @@
 // kernels/cuda/cuda_backend.cpp: CudaBackend -- every Backend function as "make the stream's device
 // current, call the launcher, name the device if it throws". The kernels themselves, with their
-// FLOP and byte budgets, are in elementwise.cu, reduce.cu, gemm.cu, softmax.cu and optim.cu.
+// FLOP and byte budgets, are in unary.cu, binary.cu, copy.cu, random.cu, reduce.cu, gemm.cu, softmax.cu
+// and optim.cu.
 //
 // Plain C++ (no kernels here), so it is compiled by the host compiler, not nvcc.
 #include "kernels/cuda/cuda_backend.h"
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/optim.h"
@@ -177,10 +178,7 @@ void CudaBackend::adam_step(DType dt, void* param, const void* grad, void* exp_a
             [&](cudaStream_t st, int) { cuda::adam_step(dt, param, grad, exp_avg, exp_avg_sq, n, args, st); });
 }
 
-Backend& cuda_backend(const char* op) {
-  // Checked on every call (a cached integer compare): without a GPU each CUDA request fails here,
-  // with the op's name, instead of deep inside a CUDA call.
-  if (cuda::device_count() == 0) cuda::check_device(0, op);
+CudaBackend& cuda_backend_instance() {
   static CudaBackend* backend = [] {
     // Tensors on CUDA devices take their memory from the caching allocator, unless a user
     // installed another allocator before the first CUDA tensor.
@@ -188,6 +186,13 @@ Backend& cuda_backend(const char* op) {
     return new CudaBackend();  // never destroyed: tensors may be freed during static destruction
   }();
   return *backend;
+}
+
+Backend& cuda_backend(const char* op) {
+  // Checked on every call (a cached integer compare): without a GPU each CUDA request fails here,
+  // with the op's name, instead of deep inside a CUDA call.
+  if (cuda::device_count() == 0) cuda::check_device(0, op);
+  return cuda_backend_instance();
 }
 
 }  // namespace ringgrad

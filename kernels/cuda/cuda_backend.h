@@ -15,7 +15,6 @@
 // Free of CUDA types, so core/ and the tests can include it.
 #pragma once
 
-#include "core/caching_allocator.h"
 #include "kernels/backend.h"
 
 namespace ringgrad {
@@ -62,12 +61,28 @@ class CudaBackend final : public Backend {
                 Stream s) override;
   void adam_step(DType dt, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,
                  const AdamStepArgs& args, Stream s) override;
+
+  // The device runtime (kernels/cuda/runtime.cpp, memory.cpp, transfer.cpp).
+  int device_count() override;
+  void synchronize(int device) override;
+  int exchange_current_device(int device) override;
+  MemoryStats memory_stats(int device) override;
+  void reset_peak_memory_stats(int device) override;
+  void empty_cache() override;
+  Allocator& pinned_allocator() override;
+  MemoryStats pinned_memory_stats() override;
+  std::unique_ptr<ReadyPoint> mark_ready(int device) override;
+  void copy_to_pinned(int device, const ReadyPoint& ready, const void* src, void* pinned_dst, int64_t nbytes) override;
+  void copy_from_pinned(int device, const ReadyPoint& after, const void* pinned_src, void* dst,
+                        int64_t nbytes) override;
 };
 
 // The process's CudaBackend. Its first use installs the CUDA caching allocator for CUDA storages
 // (unless set_allocator() installed another one first). Throws ringgrad::Error naming `op` when no
 // GPU is visible -- the library itself loads and runs CPU work without one.
 Backend& cuda_backend(const char* op);
+// The same object without the check: what the device runtime's questions (how many GPUs?) go to.
+CudaBackend& cuda_backend_instance();
 
 namespace cuda {
 

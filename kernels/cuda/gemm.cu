@@ -37,9 +37,10 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/error.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/unary_ops.h"
 
 namespace ringgrad {
 namespace cuda {
@@ -47,16 +48,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Same formula as kernels/cpu/activation.h's gelu_tanh, in float.
-constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-constexpr float kGeluCubic = 0.044715f;
-
+// The functors of relu() and gelu() (kernels/unary_ops.h), in float: the fused epilogue computes what
+// the separate ops would.
 __device__ __forceinline__ float apply_activation(float x, int activation) {
-  if (activation == static_cast<int>(Activation::Relu)) return x > 0.0f ? x : 0.0f;
-  if (activation == static_cast<int>(Activation::GeluTanh)) {
-    const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-  }
+  if (activation == static_cast<int>(Activation::Relu)) return unary_ops::Relu::forward(x, 0.0f);
+  if (activation == static_cast<int>(Activation::GeluTanh)) return unary_ops::GeluTanh::forward(x, 0.0f);
   return x;
 }
 

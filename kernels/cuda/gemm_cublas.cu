@@ -13,17 +13,15 @@
 #include <climits>
 #include <cstdint>
 
-#include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/error.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/gemm.h"
+#include "kernels/unary_ops.h"
 
 namespace ringgrad {
 namespace cuda {
 namespace {
-
-constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;  // as kernels/cpu/activation.h
-constexpr float kGeluCubic = 0.044715f;
 
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
@@ -43,11 +41,11 @@ __global__ void bias_activation_kernel(float* c, int64_t m, int64_t n, int64_t l
     float* p = c + z * stride_c + row * ldc + col;
     float v = *p;
     if (bias != nullptr) v += bias[col];
+    // The functors of relu() and gelu(), so the fused epilogue computes the same values as the ops.
     if (activation == static_cast<int>(Activation::Relu)) {
-      v = v > 0.0f ? v : 0.0f;
+      v = unary_ops::Relu::forward(v, 0.0f);
     } else if (activation == static_cast<int>(Activation::GeluTanh)) {
-      const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-      v = 0.5f * v * (1.0f + tanhf(u));
+      v = unary_ops::GeluTanh::forward(v, 0.0f);
     }
     *p = v;
   }

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.h"
-#include "core/error.h"
-#include "kernels/strided.h"
+#include "core/base/dtype.h"
+#include "core/base/error.h"
+#include "core/base/strided.h"
 
 namespace ringgrad {
 namespace cuda {
@@ -68,6 +68,9 @@ struct alignas(sizeof(T) * kVec) Pack {
 };
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Elements per 16-byte vector load: 4 floats, 2 doubles, 8 bfloat16s.
+constexpr int vec_width(size_t element_bytes) { return static_cast<int>(16 / element_bytes); }
 
 // fn(T{}) with T = float, double or (when kAllowBf16) __nv_bfloat16; any other dtype is an Error
 // naming the kernel. The flag is a template parameter so that a kernel without a bf16 version is

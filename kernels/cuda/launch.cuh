@@ -14,7 +14,7 @@
 
 #include <utility>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace cuda {

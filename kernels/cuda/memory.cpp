@@ -1,14 +1,13 @@
 // kernels/cuda/memory.cpp: where CUDA memory comes from -- the caching allocator of core/ over
 // cudaMalloc/cudaFree for tensors, and over cudaHostAlloc/cudaFreeHost for pinned staging buffers --
-// and the functions of core/cuda.h that report on them.
+// and the CUDA backend's answers about them (what core/cuda.h reports).
 //
 // All the policy (rounding, reuse, statistics, the out-of-memory retry) is CachingAllocator's and is
 // tested on the CPU (tests/core/test_caching_allocator.cpp); this file only supplies raw memory.
 #include <cuda_runtime.h>
 
-#include "core/caching_allocator.h"
-#include "core/cuda.h"
-#include "core/error.h"
+#include "core/base/caching_allocator.h"
+#include "core/base/error.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/runtime.h"
 
@@ -79,23 +78,23 @@ CachingAllocator& device_allocator() {
 
 }  // namespace cuda
 
-MemoryStats cuda_memory_stats(int device) {
+MemoryStats CudaBackend::memory_stats(int device) {
   cuda::check_device(device, "cuda_memory_stats");
   return cuda::device_allocator().stats(device);
 }
 
-void cuda_reset_peak_memory_stats(int device) {
+void CudaBackend::reset_peak_memory_stats(int device) {
   cuda::check_device(device, "cuda_reset_peak_memory_stats");
   cuda::device_allocator().reset_peak(device);
 }
 
-void cuda_empty_cache() {
+void CudaBackend::empty_cache() {
   if (cuda::device_count() == 0) return;  // nothing was ever cached
   cuda::device_allocator().empty_cache();
 }
 
-Allocator& cuda_pinned_allocator() { return cuda::pinned_allocator(); }
+Allocator& CudaBackend::pinned_allocator() { return cuda::pinned_allocator(); }
 
-MemoryStats cuda_pinned_memory_stats() { return cuda::pinned_allocator().stats(0); }
+MemoryStats CudaBackend::pinned_memory_stats() { return cuda::pinned_allocator().stats(0); }
 
 }  // namespace ringgrad

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 

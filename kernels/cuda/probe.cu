@@ -12,9 +12,10 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/error.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/runtime.h"
 
 namespace ringgrad {
 namespace {
@@ -49,7 +50,7 @@ class DeviceBuffer {
 void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& y) {
   RINGGRAD_CHECK(x.size() == y.size(), "cuda_probe_saxpy: expected x and y of the same size, got ", x.size(),
                  " and ", y.size());
-  RINGGRAD_CHECK(cuda_device_count() > 0, "cuda_probe_saxpy: expected a CUDA GPU, found none");
+  RINGGRAD_CHECK(cuda::device_count() > 0, "cuda_probe_saxpy: expected a CUDA GPU, found none");
   const int64_t n = static_cast<int64_t>(x.size());
   if (n == 0) return;
   const size_t bytes = x.size() * sizeof(float);

@@ -6,7 +6,6 @@
 
 #include <vector>
 
-#include "core/cuda.h"  // cuda_device_count(): 0 when there is no GPU or no driver
 
 namespace ringgrad {
 

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <utility>
 
-#include "core/cuda.h"
-#include "core/error.h"
+#include "core/base/error.h"
+#include "kernels/cuda/cuda_backend.h"
 
 namespace ringgrad {
 namespace cuda {
@@ -170,11 +170,19 @@ bool can_access_peer(int dst_device, int src_device) {
 
 }  // namespace cuda
 
-int cuda_device_count() { return cuda::device_count(); }
+int CudaBackend::device_count() { return cuda::device_count(); }
 
-void cuda_synchronize(int device) {
+void CudaBackend::synchronize(int device) {
   cuda::check_device(device, "cuda_synchronize");
   cuda::synchronize(device);
+}
+
+int CudaBackend::exchange_current_device(int device) {
+  cuda::check_device(device, "CudaDeviceGuard");
+  int previous = 0;
+  RINGGRAD_CUDA_CHECK(cudaGetDevice(&previous));
+  if (previous != device) RINGGRAD_CUDA_CHECK(cudaSetDevice(device));
+  return previous;
 }
 
 }  // namespace ringgrad

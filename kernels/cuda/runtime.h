@@ -7,7 +7,7 @@
 // previous one afterwards, instead of trusting whatever the thread last set.
 //
 // Why one stream per device: work on one stream runs in order, which is what makes the caching
-// allocator's reuse safe (core/caching_allocator.h) and copies correctly ordered after the kernels
+// allocator's reuse safe (core/base/caching_allocator.h) and copies correctly ordered after the kernels
 // that produce their source. It is created with cudaStreamNonBlocking so it never waits for, or
 // holds up, the legacy default stream that other libraries in the process may use.
 // Private to the library: needs the CUDA toolkit's headers.
@@ -15,7 +15,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 
 namespace ringgrad {
 namespace cuda {

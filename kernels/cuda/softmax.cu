@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 

@@ -19,8 +19,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/cuda.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/runtime.h"
 
@@ -65,7 +64,7 @@ void peer_copy(int src_device, const void* src, int dst_device, void* dst, int64
 }
 
 void staged_copy(int src_device, const void* src, int dst_device, void* dst, int64_t nbytes) {
-  Allocator& pinned = cuda_pinned_allocator();
+  Allocator& pinned = cuda_backend_instance().pinned_allocator();
   void* buffer = pinned.allocate(nbytes, Device::cpu());
   try {
     device_to_host(src_device, src, buffer, nbytes);  // waits for the source stream
@@ -109,36 +108,39 @@ void copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKin
 // ---- staging copies that overlap compute (core/cuda.h) ---------------------------------------------
 // On the device's side stream (copy_stream_for), ordered with the compute stream by events: the
 // host waits for the side stream only, never for kernels queued after the ready point.
-struct CudaReadyPoint {
-  explicit CudaReadyPoint(int d) : device(d), event(d) {}
-  int device;
+namespace {
+struct CudaReadyPoint final : ReadyPoint {
+  explicit CudaReadyPoint(int device) : event(device) {}
   cuda::Event event;
 };
+const cuda::Event& event_of(const ReadyPoint& point) { return static_cast<const CudaReadyPoint&>(point).event; }
+}  // namespace
 
-std::shared_ptr<CudaReadyPoint> cuda_mark_ready(int device) {
+std::unique_ptr<ReadyPoint> CudaBackend::mark_ready(int device) {
   cuda::check_device(device, "cuda_mark_ready");
-  auto point = std::make_shared<CudaReadyPoint>(device);
+  auto point = std::make_unique<CudaReadyPoint>(device);
   point->event.record(cuda::stream_for(device));
   return point;
 }
 
-void cuda_copy_to_pinned(const CudaReadyPoint& ready, const void* src, void* pinned_dst, int64_t nbytes) {
+void CudaBackend::copy_to_pinned(int device, const ReadyPoint& ready, const void* src, void* pinned_dst,
+                                 int64_t nbytes) {
   RINGGRAD_CHECK(nbytes >= 0, "cuda_copy_to_pinned: expected a non-negative byte count, got ", nbytes);
   if (nbytes == 0) return;
-  const cudaStream_t side = cuda::copy_stream_for(ready.device);
-  cuda::CudaDeviceGuard guard(ready.device);
-  ready.event.wait_in(side);
+  const cudaStream_t side = cuda::copy_stream_for(device);
+  cuda::CudaDeviceGuard guard(device);
+  event_of(ready).wait_in(side);
   RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(pinned_dst, src, static_cast<size_t>(nbytes), cudaMemcpyDeviceToHost, side));
   RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(side));
 }
 
-void cuda_copy_from_pinned(const CudaReadyPoint& after, const void* pinned_src, void* dst, int64_t nbytes) {
+void CudaBackend::copy_from_pinned(int device, const ReadyPoint& after, const void* pinned_src, void* dst,
+                                   int64_t nbytes) {
   RINGGRAD_CHECK(nbytes >= 0, "cuda_copy_from_pinned: expected a non-negative byte count, got ", nbytes);
   if (nbytes == 0) return;
-  const int device = after.device;
   const cudaStream_t side = cuda::copy_stream_for(device), compute = cuda::stream_for(device);
   cuda::CudaDeviceGuard guard(device);
-  after.event.wait_in(side);  // the destination's earlier producers (and readers) are done first
+  event_of(after).wait_in(side);  // the destination's earlier producers (and readers) are done first
   RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(dst, pinned_src, static_cast<size_t>(nbytes), cudaMemcpyHostToDevice, side));
   cuda::Event copied(device);
   copied.record(side);

@@ -4,8 +4,8 @@
 #include <numeric>
 #include <utility>
 
-#include "core/error.h"
-#include "kernels/philox.h"
+#include "core/base/error.h"
+#include "core/base/philox.h"
 
 namespace ringgrad {
 namespace data {

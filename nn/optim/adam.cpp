@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "core/ops/op_utils.h"
+#include "core/ops.h"
 
 namespace ringgrad {
 namespace optim {
@@ -47,10 +47,7 @@ void AdamBase::step() {
       exp_avg_sqs_[i] = zeros_like(p);
     }
     args.step = ++steps_[i];
-    if (p.numel() == 0) continue;
-    ops::backend_of(p, name())
-        .adam_step(p.dtype(), p.data(), g.data(), exp_avgs_[i].data(), exp_avg_sqs_[i].data(), p.numel(), args,
-                   ops::stream_of(p));
+    adam_step_(p, g, exp_avgs_[i], exp_avg_sqs_[i], args, name());
   }
 }
 

@@ -6,7 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "core/ops/op_utils.h"
+#include "core/autograd/grad_mode.h"
+#include "core/ops.h"
 
 namespace ringgrad {
 namespace optim {
@@ -38,7 +39,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
-    ops::check_defined("clip_grad_norm_", p, "every parameter");
+    RINGGRAD_CHECK(p.defined(), "clip_grad_norm_: expected every parameter to be a defined tensor, got an undefined one");
     const Tensor g = p.grad();
     if (g.defined()) grads.push_back(g);
   }
@@ -47,7 +48,8 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const bool inf = std::isinf(norm_type);
   double total = 0.0;  // max of the norms, or the sum of their p-th powers
   for (const Tensor& g : grads) {
-    ops::check_floating("clip_grad_norm_", g, "grad");
+    RINGGRAD_CHECK(g.dtype() == DType::f32 || g.dtype() == DType::f64 || (g.dtype() == DType::bf16 && g.device().is_cuda()),
+                   "clip_grad_norm_: expected grad to be float32 or float64, got ", g.dtype());
     if (g.numel() == 0) continue;
     const double n = tensor_norm(g, norm_type);
     total = inf ? std::max(total, n) : total + std::pow(n, norm_type);
@@ -61,8 +63,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
       const Tensor g = params[i].grad();
       if (!g.defined() || g.numel() == 0) continue;
       if (g.is_contiguous()) {  // in place: whoever else holds this gradient (a DDP bucket) sees the change
-        ops::backend_of(g, "clip_grad_norm_")
-            .unary(UnaryOp::MulScalar, g.dtype(), g.data(), g.data(), g.numel(), coef, ops::stream_of(g));
+        mul_(g, coef, "clip_grad_norm_");
       } else {
         params[i].set_grad(g * coef);
       }

@@ -1,7 +1,7 @@
 // nn/optim/sgd.cpp: SGD's checks, its step (one fused kernel per parameter) and its state.
 #include "nn/optim/sgd.h"
 
-#include "core/ops/op_utils.h"
+#include "core/ops.h"
 
 namespace ringgrad {
 namespace optim {
@@ -44,10 +44,7 @@ void SGD::step() {
       buf = empty_like(p);  // the kernel writes d_p into it: PyTorch's torch.clone(d_p)
       args.first_step = true;
     }
-    if (p.numel() == 0) continue;
-    ops::backend_of(p, "SGD.step")
-        .sgd_step(p.dtype(), p.data(), g.data(), args.momentum != 0.0 ? buf.data() : nullptr, p.numel(), args,
-                  ops::stream_of(p));
+    sgd_step_(p, g, buf, args, "SGD.step");
   }
 }
 

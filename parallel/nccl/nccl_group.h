@@ -108,6 +108,7 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   const char* backend_name() const override { return "nccl"; }
+  Device collective_device(Device module_device) const override { return module_device; }  // GPU memory only
   int device() const { return shared_->device; }
 
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;

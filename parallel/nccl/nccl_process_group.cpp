@@ -43,8 +43,9 @@
 #include <cstring>
 
 #include "core/autograd/grad_mode.h"
-#include "core/error.h"
-#include "kernels/cuda/runtime.h"
+#include "core/base/error.h"
+#include "core/base/cuda_check.h"
+#include "core/cuda.h"
 #include "parallel/nccl/nccl_group.h"
 
 namespace ringgrad {
@@ -149,7 +150,7 @@ void wait_until_idle(const NcclShared& s, Clock::time_point deadline, std::chron
 
 bool NcclShared::poll(NcclWork& work) {
   if (work.finished_) return true;
-  cuda::CudaDeviceGuard guard(device);
+  CudaDeviceGuard guard(device);
   const cudaError_t status = cudaEventQuery(work.done_event_);
   if (status == cudaSuccess) {
     work.finish(nullptr);
@@ -223,7 +224,7 @@ NcclWork::NcclWork(std::string description, std::shared_ptr<NcclShared> shared, 
       timeout_(timeout),
       deadline_(Clock::now() + timeout),
       keep_alive_(std::move(keep_alive)) {
-  cuda::CudaDeviceGuard guard(shared_->device);
+  CudaDeviceGuard guard(shared_->device);
   RINGGRAD_CUDA_CHECK(cudaEventCreateWithFlags(&done_event_, cudaEventDisableTiming));
 }
 
@@ -266,7 +267,7 @@ void NcclWork::wait() {
 NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size, int local_rank,
                                    std::chrono::milliseconds timeout)
     : ProcessGroup(rank, size, timeout), shared_(std::make_shared<NcclShared>(rank, size, local_rank)) {
-  const int devices = cuda::device_count();
+  const int devices = cuda_device_count();
   RINGGRAD_CHECK(devices > 0, "init_process_group(\"nccl\"): rank ", rank, " needs GPU cuda:", local_rank,
                  " (LOCAL_RANK ", local_rank, "), but no CUDA GPU is visible to this process (no GPU, no driver, or "
                  "CUDA_VISIBLE_DEVICES hides them); backend \"ring\" works without one");
@@ -297,7 +298,7 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
   }
 
   // NCCL binds the communicator to the device current at creation.
-  cuda::CudaDeviceGuard guard(local_rank);
+  CudaDeviceGuard guard(local_rank);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   try {
@@ -334,7 +335,7 @@ NcclProcessGroup::~NcclProcessGroup() {
   int current = -1;
   if (cudaGetDevice(&current) == cudaErrorCudartUnloading) return;
   try {
-    cuda::CudaDeviceGuard guard(s.device);
+    CudaDeviceGuard guard(s.device);
     const std::chrono::milliseconds grace = std::min(timeout(), kTeardownGraceMs);
     const Clock::time_point deadline = Clock::now() + grace;
     while (!s.poll_all() && Clock::now() < deadline) {
@@ -399,8 +400,8 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
   std::lock_guard<std::mutex> lock(s.mutex);
   RINGGRAD_CHECK(s.broken.empty(), description, " on rank ", rank_,
                  ": the process group is broken by an earlier failure: ", s.broken);
-  cuda::CudaDeviceGuard guard(s.device);
-  const cudaStream_t compute = cuda::stream_for(s.device);
+  CudaDeviceGuard guard(s.device);
+  const auto compute = static_cast<cudaStream_t>(cuda_stream(s.device));
   auto work = std::make_shared<NcclWork>(description, shared_, timeout(), std::move(keep_alive));
   work->mark_started();
 

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/dtype.h"
+#include "core/base/dtype.h"
 #include "parallel/process_group.h"
 #include "parallel/ring/link.h"
 

@@ -7,7 +7,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/cuda.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "parallel/ring/ring_collectives.h"
 #include "parallel/ring/shm_link.h"
 #include "parallel/ring/tcp_link.h"

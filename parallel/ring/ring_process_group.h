@@ -38,6 +38,7 @@ class RingProcessGroup final : public ProcessGroup {
   ~RingProcessGroup() override;  // finishes the queued collectives, then stops the thread
 
   const char* backend_name() const override { return "ring"; }
+  Device collective_device(Device) const override { return Device::cpu(); }  // works on host memory
   const char* transport_name() const;  // "tcp", "shm", or "none" for a group of one
 
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace parallel {

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace parallel {

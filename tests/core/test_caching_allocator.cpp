@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "core/caching_allocator.h"
+#include "core/base/caching_allocator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/nn.h"

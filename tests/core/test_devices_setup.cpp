@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/device.h"
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "core/autograd/grad_mode.h"
 #include "core/autograd/node.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 

@@ -11,7 +11,7 @@
 #include "core/autograd/engine.h"
 #include "core/cuda.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"

@@ -218,6 +218,12 @@ TEST_CASE("sigmoid: gradient matches finite differences", "[grad]") {
   CHECK_GRADCHECK([](const Tensor& t) { return sigmoid(t); }, leaf({3, 5}, 43));
 }
 
+TEST_CASE("silu: gradient matches finite differences", "[grad]") {
+  CHECK_GRADCHECK([](const Tensor& t) { return silu(t); }, leaf({3, 5}, 45));
+  // Wider inputs reach both tails, where s -> 0 and s -> 1.
+  CHECK_GRADCHECK([](const Tensor& t) { return silu(t * 4.0); }, leaf({4, 7}, 46));
+}
+
 TEST_CASE("unary ops: a chain of ops composes the gradients", "[grad]") {
   CHECK_GRADCHECK([](const Tensor& t) { return sigmoid(tanh(exp(t) * 0.3) + sqrt(t)) / log(t + 1.0); },
                   positive_leaf({5, 3}, 44));

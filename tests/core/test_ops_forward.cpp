@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd/node.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"
@@ -195,6 +196,29 @@ TEST_CASE("sigmoid, tanh, gelu and exp stay finite at large magnitudes", "[ops]"
   for (double v : values(sigmoid(xf))) CHECK(std::isfinite(v));
   for (double v : values(tanh(xf))) CHECK(std::isfinite(v));
   CHECK(values(exp(from_vector<double>({-1000.0}))) == std::vector<double>{0.0});
+}
+
+TEST_CASE("silu: values and gradient match x s and s (1 + x (1 - s)), s = sigmoid(x), in float64 and float32",
+          "[ops]") {
+  const std::vector<double> xs = {-1000.0, -30.0, -3.5, -1.0, -0.25, 0.0, 0.125, 1.0, 2.75, 30.0, 1000.0};
+  std::vector<double> y_ref, dy_ref;
+  for (const double x : xs) {
+    const double s = 1.0 / (1.0 + std::exp(-x));
+    y_ref.push_back(x * s);
+    dy_ref.push_back(s * (1.0 + x * (1.0 - s)));
+  }
+  for (const DType dt : {DType::f64, DType::f32}) {
+    INFO(dtype_name(dt));
+    const double tol = dt == DType::f64 ? 1e-14 : 1e-6;
+    const Tensor x = from_vector<double>(xs).to(dt).requires_grad_(true);
+    const Tensor y = silu(x);
+    CHECK(y.dtype() == dt);
+    check_close(y, y_ref, tol);
+    REQUIRE(y.grad_fn());
+    CHECK(std::string(y.grad_fn()->name()) == "SiluBackward");
+    sum(y).backward();
+    check_close(x.grad(), dy_ref, tol);
+  }
 }
 
 // ========================================== reductions ==========================================

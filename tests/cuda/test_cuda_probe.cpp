@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/error.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/probe.h"
 #include "cuda_test_util.h"
 

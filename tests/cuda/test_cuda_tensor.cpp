@@ -203,6 +203,15 @@ TEST_CASE("cuda tensors: gradcheck in float64 through ops that run on the GPU", 
   CHECK_GRADCHECK([](V t) { return (t[0].to(kGpu) * 3.0).to(Device::cpu()); }, {x});
 }
 
+TEST_CASE("cuda tensors: silu on the GPU matches finite differences and the CPU", "[cuda]") {
+  require_gpu();
+  const Tensor x = seeded_host({7, 5}, DType::f64, 19, -5.0, 5.0).requires_grad_(true);
+  CHECK_GRADCHECK([](const std::vector<Tensor>& t) { return silu(t[0].to(kGpu)).to(Device::cpu()); }, {x});
+  const Tensor y = silu(x), y_gpu = silu(x.to(kGpu)).to(Device::cpu());
+  const std::vector<double> a = y.to_vector<double>(), b = y_gpu.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == Approx(a[i]).epsilon(1e-14).margin(1e-15));
+}
+
 TEST_CASE("cuda tensors: mistakes name the op, the dtype and the devices", "[cuda]") {
   require_gpu();
   const Tensor g64 = seeded_host({3, 3}, DType::f64, 19).to(kGpu);

@@ -14,6 +14,7 @@
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "cuda_test_util.h"
+#include "kernels/backend.h"
 #include "nn/nn.h"
 #include "test_util.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/probe.h"
 #include "cuda_test_util.h"

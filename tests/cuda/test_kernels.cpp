@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/cuda/cuda_check.h"
+#include "core/base/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/optim.h"
 #include "kernels/cuda/probe.h"
@@ -260,6 +260,65 @@ TEST_CASE("cuda kernels: unary in float64 and bfloat16 agree with the CPU", "[cu
   std::vector<float> xr = dxr.download<float>(), expected(xr.size());
   cpu().unary(UnaryOp::Tanh, DType::f32, xr.data(), expected.data(), n, 0.0, nullptr);
   check_close(dyf.download<float>(), expected, 1e-6, 1.0 / 256, "bf16 tanh");
+}
+
+// SiLU is a functor of kernels/unary_ops.h like the others: this checks that one table entry gives
+// the CUDA kernel, in every dtype and on both the vectorised and the scalar path.
+TEST_CASE("cuda kernels: silu and its backward agree with the CPU at odd sizes in f32, f64 and bf16",
+          "[cuda][kernels]") {
+  require_gpu();
+  const int64_t n = GENERATE(1, 3, 37, 1001);
+  const int misalign = GENERATE(0, 1);  // 1 shifts every pointer by one element: the scalar path
+  const size_t total = static_cast<size_t>(n + misalign);
+  const auto tail = [misalign](auto v) {  // the n written elements: the misaligned head is poison on the GPU
+    v.erase(v.begin(), v.begin() + misalign);
+    return v;
+  };
+
+  // f32 and f64: the backward reads x (UnaryOp::Silu saves the input).
+  const std::vector<float> x = seeded<float>(total, 51, -6.0, 6.0), g = seeded<float>(total, 52);
+  std::vector<float> y(total), dx(total);
+  cpu().unary(UnaryOp::Silu, DType::f32, x.data() + misalign, y.data() + misalign, n, 0.0, nullptr);
+  cpu().unary_backward(UnaryOp::Silu, DType::f32, x.data() + misalign, g.data() + misalign, dx.data() + misalign, n,
+                       0.0, nullptr);
+  DeviceArray dxs(x), dgs(g), dys(total * 4), ddx(total * 4);
+  dys.poison();
+  ddx.poison();
+  cuda::unary(UnaryOp::Silu, DType::f32, dxs.as<float>() + misalign, dys.as<float>() + misalign, n, 0.0, nullptr);
+  cuda::unary_backward(UnaryOp::Silu, DType::f32, dxs.as<float>() + misalign, dgs.as<float>() + misalign,
+                       ddx.as<float>() + misalign, n, 0.0, nullptr);
+  check_close(tail(dys.download<float>()), tail(y), 1e-6, ulps<float>(8), "f32 silu");
+  check_close(tail(ddx.download<float>()), tail(dx), 1e-6, ulps<float>(16), "f32 silu backward");
+
+  const std::vector<double> xd = seeded<double>(total, 53, -6.0, 6.0), gd = seeded<double>(total, 54);
+  std::vector<double> yd(total), dxd(total);
+  cpu().unary(UnaryOp::Silu, DType::f64, xd.data() + misalign, yd.data() + misalign, n, 0.0, nullptr);
+  cpu().unary_backward(UnaryOp::Silu, DType::f64, xd.data() + misalign, gd.data() + misalign, dxd.data() + misalign,
+                       n, 0.0, nullptr);
+  DeviceArray dxds(xd), dgds(gd), dyds(total * 8), ddxd(total * 8);
+  dyds.poison();
+  ddxd.poison();
+  cuda::unary(UnaryOp::Silu, DType::f64, dxds.as<double>() + misalign, dyds.as<double>() + misalign, n, 0.0, nullptr);
+  cuda::unary_backward(UnaryOp::Silu, DType::f64, dxds.as<double>() + misalign, dgds.as<double>() + misalign,
+                       ddxd.as<double>() + misalign, n, 0.0, nullptr);
+  check_close(tail(dyds.download<double>()), tail(yd), 1e-15, ulps<double>(8), "f64 silu");
+  check_close(tail(ddxd.download<double>()), tail(dxd), 1e-15, ulps<double>(16), "f64 silu backward");
+
+  // bf16: x rounded to bf16 on the GPU, silu computed in float and rounded back, widened; against
+  // the CPU's f32 silu of the same rounded x, within bf16's rounding of the result (2^-8 relative).
+  DeviceArray dxb(total * 2), dyb(total * 2), dxr(total * 4), dyf(total * 4);
+  cuda::copy(DType::f32, dense(dxs.get(), {static_cast<int64_t>(total)}), DType::bf16,
+             dense(dxb.get(), {static_cast<int64_t>(total)}), nullptr);
+  cuda::copy(DType::bf16, dense(dxb.get(), {static_cast<int64_t>(total)}), DType::f32,
+             dense(dxr.get(), {static_cast<int64_t>(total)}), nullptr);
+  dyb.poison();
+  cuda::unary(UnaryOp::Silu, DType::bf16, dxb.as<uint16_t>() + misalign, dyb.as<uint16_t>() + misalign, n, 0.0,
+              nullptr);
+  cuda::copy(DType::bf16, dense(dyb.as<uint16_t>() + misalign, {n}), DType::f32, dense(dyf.as<float>() + misalign, {n}),
+             nullptr);
+  std::vector<float> xr = dxr.download<float>(), expected(total);
+  cpu().unary(UnaryOp::Silu, DType::f32, xr.data() + misalign, expected.data() + misalign, n, 0.0, nullptr);
+  check_close(tail(dyf.download<float>()), tail(expected), 1e-6, 1.0 / 256, "bf16 silu");
 }
 
 TEST_CASE("cuda kernels: binary ops with broadcasting agree with the CPU bitwise", "[cuda][kernels]") {

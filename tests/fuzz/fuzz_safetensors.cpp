@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "nn/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

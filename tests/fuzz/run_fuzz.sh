@@ -34,7 +34,8 @@ case "$mode" in
     }
     build_one fuzz_safetensors "$src/tests/fuzz/fuzz_safetensors.cpp" "$src/nn/safetensors.cpp" "$src/nn/file_io.cpp" &
     a=$!
-    build_one fuzz_store "$src/tests/fuzz/fuzz_store.cpp" "$src/parallel/store.cpp" "$src/parallel/socket.cpp" &
+    build_one fuzz_store "$src/tests/fuzz/fuzz_store.cpp" "$src/parallel/store_protocol.cpp" \
+      "$src/parallel/store_server.cpp" "$src/parallel/store_client.cpp" "$src/parallel/socket.cpp" &
     b=$!
     status=0
     wait "$a" || status=1

@@ -13,9 +13,9 @@
 
 #include "core/cuda.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "kernels/backend.h"
-#include "kernels/philox.h"
+#include "core/base/philox.h"
 
 using namespace ringgrad;
 

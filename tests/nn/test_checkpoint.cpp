@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/generator.h"
 #include "core/ops.h"
 #include "core/tensor.h"

@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/tensor.h"
-#include "kernels/philox.h"
+#include "core/base/philox.h"
 #include "nn/data/dataloader.h"
 #include "nn/data/fashion_mnist.h"
 #include "nn/data/idx.h"

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/tensor.h"
 #include "nn/data/dataloader.h"
 #include "nn/data/distributed_sampler.h"

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/file_io.h"

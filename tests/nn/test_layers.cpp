@@ -196,6 +196,8 @@ TEST_CASE("activation modules: forward equals the core op", "[nn]") {
   CHECK(values(nn::GELU(GeluApproximate::Tanh).forward(x)) == values(gelu(x, GeluApproximate::Tanh)));
   CHECK(values(nn::Tanh().forward(x)) == values(tanh(x)));
   CHECK(values(nn::Sigmoid().forward(x)) == values(sigmoid(x)));
+  CHECK(values(nn::SiLU().forward(x)) == values(silu(x)));
+  CHECK(printed(nn::SiLU()) == "SiLU()");
   CHECK(printed(nn::ReLU()) == "ReLU()");
   CHECK(printed(nn::Dropout(0.25)) == "Dropout(p=0.25)");
   CHECK(nn::ReLU().named_parameters().empty());

@@ -41,7 +41,7 @@
 
 #include "core/autograd/grad_mode.h"
 #include "core/device.h"
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/optim/adam.h"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 #include "core/ops.h"
 #include "core/tensor.h"
 #include "nn/safetensors.h"

@@ -40,7 +40,7 @@ int64_t ms_since(Clock::time_point start) {
 }
 
 // Request bytes written by hand, to speak to the server without TCPStore's own checks. The command
-// numbers are those of the table at the top of parallel/store.cpp.
+// numbers are those of the table at the top of parallel/store_protocol.h.
 struct Raw {
   enum : uint8_t { kSet = 1, kGet = 2, kCheck = 5 };
   std::vector<uint8_t> bytes;

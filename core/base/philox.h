@@ -1,4 +1,4 @@
-// kernels/philox.h: Philox4x32-10, the counter-based random number generator behind every random
+// core/base/philox.h: Philox4x32-10, the counter-based random number generator behind every random
 // tensor, and the uniform and normal draws built on it. Header-only, for host and CUDA device code.
 //
 // A counter-based generator is a keyed hash: block = Philox(counter, key). There is no state to

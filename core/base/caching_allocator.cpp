@@ -1,12 +1,12 @@
-// core/caching_allocator.cpp: rounding, best-fit reuse per (device, stream), statistics, and the
+// core/base/caching_allocator.cpp: rounding, best-fit reuse per (device, stream), statistics, and the
 // empty-the-cache-and-retry answer to running out of memory. The header explains the design.
-#include "core/caching_allocator.h"
+#include "core/base/caching_allocator.h"
 
 #include <algorithm>
 #include <climits>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 

@@ -1,4 +1,4 @@
-// kernels/cuda/cuda_check.h: RINGGRAD_CUDA_CHECK(call), which turns a failed CUDA runtime call into
+// core/base/cuda_check.h: RINGGRAD_CUDA_CHECK(call), which turns a failed CUDA runtime call into
 // a ringgrad::Error naming the call, where it was made and on which device:
 //
 //   RINGGRAD_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace ringgrad {
 namespace detail {

@@ -1,4 +1,4 @@
-// core/dtype.h: the element types a tensor can hold.
+// core/base/dtype.h: the element types a tensor can hold.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// core/error.h: ringgrad::Error and the checks that throw it.
+// core/base/error.h: ringgrad::Error and the checks that throw it.
 //
 // Every bad input -- a shape, dtype or device mismatch, a bad file, a dead peer -- ends up here.
 // The message names the op, what was expected and what was got, so the reader of a log can fix the

@@ -1,4 +1,4 @@
-// core/caching_allocator.h: a caching allocator -- freed blocks are kept for reuse instead of being
+// core/base/caching_allocator.h: a caching allocator -- freed blocks are kept for reuse instead of being
 // returned to the device -- over any source of raw memory.
 //
 // Why: cudaMalloc and cudaFree are slow (tens of microseconds to milliseconds) and cudaFree waits for
@@ -32,7 +32,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/storage.h"
+#include "core/base/allocator.h"
 
 namespace ringgrad {
 

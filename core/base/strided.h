@@ -1,4 +1,4 @@
-// kernels/strided.h: how a kernel sees a (possibly non-contiguous) array: a pointer plus sizes and
+// core/base/strided.h: how a kernel sees a (possibly non-contiguous) array: a pointer plus sizes and
 // strides counted in elements. This is all a kernel knows of a tensor.
 #pragma once
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tools/tsan.sh: the threaded tests under ThreadSanitizer, built with clang 14 (CI's stage 2/4).
+#
+#   bash tools/tsan.sh            configure build-tsan/, build the tests and their workers, run them
+#
+# What runs threads, and the tests that drive it: the autograd engine's device workers [engine],
+# DataParallel's replicas [dp], DDP's communication thread and buckets [ddp] [bucket], the
+# DataLoader's prefetch thread [data], the store server [store], rendezvous and process groups
+# [process_group], the ring's transports [ring], and the caching allocator [allocator].
+#
+# Environment: RINGGRAD_TSAN_BUILD_DIR (default build-tsan), RINGGRAD_JOBS (compile jobs; default all cores).
+# A race stops the test that found it with TSan's report (halt_on_error), which fails the run.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build_dir="${RINGGRAD_TSAN_BUILD_DIR:-build-tsan}"
+jobs="${RINGGRAD_JOBS:-$(nproc)}"
+tags='[engine],[dp],[ddp],[bucket],[data],[store],[process_group],[ring],[allocator]'
+
+# No CUDA and no emulator: TSan cannot follow the emulator's fibers, and the kernels' threads are
+# the emulator's own. Examples and benchmarks have no threads of their own beyond the library's.
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DRINGGRAD_SANITIZE=thread -DRINGGRAD_CUDA=OFF -DRINGGRAD_CUDA_EMU=OFF \
+  -DRINGGRAD_BUILD_EXAMPLES=OFF -DRINGGRAD_BUILD_BENCH=OFF
+cmake --build "$build_dir" -j "$jobs" --target ringgrad_tests ringgrad_dist_worker ringgrad_ddp_worker
+
+# second_deadlock_stack: both stacks of a lock-order inversion; tools/tsan.supp: the reports known to
+# be false, each with its reason. Options already set win.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp}"
+echo "tsan: running $tags (TSAN_OPTIONS=$TSAN_OPTIONS)"
+# Two Catch2 processes (a comma in a test spec is "or"), so both cores work; each writes its own log.
+groups=('[engine],[dp],[ddp],[bucket],[allocator]' '[data],[store],[process_group],[ring]')
+pids=()
+for i in "${!groups[@]}"; do
+  "$build_dir/tests/ringgrad_tests" "${groups[$i]}" --warn NoTests --durations no >"$build_dir/tsan-$i.log" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for i in "${!pids[@]}"; do
+  if wait "${pids[$i]}"; then
+    echo "tsan: ${groups[$i]}: $(tail -n 2 "$build_dir/tsan-$i.log" | tr -s '\n' ' ')"
+  else
+    failed=1
+    echo "tsan: ${groups[$i]} failed or raced; the end of its log ($build_dir/tsan-$i.log):" >&2
+    tail -n 60 "$build_dir/tsan-$i.log" >&2
+  fi
+done
+[[ $failed -eq 0 ]] || exit 1
+echo "tsan: no race reported by any of $tags"
