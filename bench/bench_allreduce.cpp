@@ -7,8 +7,9 @@
 // Started by hand, the program launches itself --nproc times as the ranks of a job (like
 // torch.multiprocessing.spawn); under ringrun or torchrun it is a rank of theirs (bench_launch.h).
 // Rank 0 prints the tables and then -- in the same run -- measures the references that are
-// installed: torch.distributed with gloo (bench/torch_allreduce.py, Debian's python3-torch) and Open MPI's MPI_Allreduce (bench/mpi_allreduce.c, when mpicc and mpirun exist).
-// It ends with a table of ratios against those references.
+// installed: torch.distributed with gloo (bench/torch_allreduce.py, Debian's python3-torch) and Open MPI's
+// MPI_Allreduce (bench/mpi_allreduce.c, when mpicc and mpirun exist). It ends with a table of ratios against those
+// references.
 //
 // Per size: `warmup` untimed all-reduces, then `iters` timed ones (fewer for large sizes); time is
 // the mean per all-reduce, the slowest rank's. algbw = bytes / time; busbw = algbw * 2(n-1)/n, the
@@ -48,14 +49,16 @@ struct Options {
 std::optional<int64_t> parse_bytes(const std::string& text) {
   const char unit = text.empty() ? 0 : text.back();
   const int64_t scale = unit == 'K' ? 1 << 10 : unit == 'M' ? 1 << 20 : unit == 'G' ? 1 << 30 : 1;
-  const std::optional<int64_t> n = ringgrad::cli::parse_integer<int64_t>(scale == 1 ? text : text.substr(0, text.size() - 1));
+  const std::optional<int64_t> n =
+      ringgrad::cli::parse_integer<int64_t>(scale == 1 ? text : text.substr(0, text.size() - 1));
   if (!n || *n < 1 || *n > (int64_t{16} << 30) / scale) return std::nullopt;  // 1 B .. 16 GB
   return *n * scale;
 }
 
 // The other way: 268435456 -> "256M".
 std::string format_bytes(int64_t bytes) {
-  for (auto [unit, scale] : {std::pair{"G", int64_t{1} << 30}, std::pair{"M", int64_t{1} << 20}, std::pair{"K", int64_t{1} << 10}})
+  for (auto [unit, scale] :
+       {std::pair{"G", int64_t{1} << 30}, std::pair{"M", int64_t{1} << 20}, std::pair{"K", int64_t{1} << 10}})
     if (bytes % scale == 0) return std::to_string(bytes / scale) + unit;
   return std::to_string(bytes);
 }
@@ -63,8 +66,8 @@ std::string format_bytes(int64_t bytes) {
 Options parse(int argc, char** argv) {
   Options o;
   std::string transport = "all", backend = "ring";
-  ringgrad::cli::FlagParser flags("bench_allreduce",
-                                  "All-reduce bandwidth and latency of the ring, next to gloo and Open MPI where installed.");
+  ringgrad::cli::FlagParser flags(
+      "bench_allreduce", "All-reduce bandwidth and latency of the ring, next to gloo and Open MPI where installed.");
   flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine", 1, 1024);
   flags.add_choice("--transport", &transport, {"shm", "tcp", "all"}, "the ring's links between ranks");
   flags.add_choice("--backend", &backend, {"ring", "nccl"}, "ringgrad's ring, or NCCL with one GPU per rank");
@@ -86,8 +89,10 @@ Options parse(int argc, char** argv) {
   flags.add_bool("--no-references", &no_references, "skip the gloo and MPI references");
   flags.parse(argc, argv);
   o.references = !no_references;
-  if (backend == "nccl") o.transports = {"nccl"};
-  else if (transport != "all") o.transports = {transport};
+  if (backend == "nccl")
+    o.transports = {"nccl"};
+  else if (transport != "all")
+    o.transports = {transport};
   if (o.min_bytes > o.max_bytes)
     flags.exit_with_usage("--min-bytes " + std::to_string(o.min_bytes) + " is larger than --max-bytes " +
                           std::to_string(o.max_bytes) + ": no size to measure");
@@ -101,7 +106,9 @@ std::vector<int64_t> sizes(const Options& o) {
 }
 
 // Enough timed iterations for about 0.2 s per size, at least 5 and at most 1000.
-int iterations_for(int64_t bytes) { return static_cast<int>(std::clamp<int64_t>((200ll << 20) / std::max<int64_t>(bytes, 1 << 16), 5, 1000)); }
+int iterations_for(int64_t bytes) {
+  return static_cast<int>(std::clamp<int64_t>((200ll << 20) / std::max<int64_t>(bytes, 1 << 16), 5, 1000));
+}
 
 // One row per size: bytes, seconds per all-reduce, wrong elements.
 struct Row {
@@ -148,16 +155,16 @@ int run_rank(const Options& o) {
   for (size_t k = 0; k < o.transports.size(); ++k) {
     // A fresh group (and store, on the next port) per transport.
     const bool nccl = o.transports[k] == "nccl";  // one GPU per rank: cuda:LOCAL_RANK
-    const parallel::InitOptions init =
-        parallel::InitOptions()
-            .with_master(std::getenv("MASTER_ADDR"), base_port + static_cast<int>(k))
-            .with_transport(nccl ? "auto" : o.transports[k]);
+    const parallel::InitOptions init = parallel::InitOptions()
+                                           .with_master(std::getenv("MASTER_ADDR"), base_port + static_cast<int>(k))
+                                           .with_transport(nccl ? "auto" : o.transports[k]);
     auto pg = parallel::init_process_group(nccl ? "nccl" : "ring", init);
     const Device device = nccl ? Device::cuda(parallel::read_launch_info(init).local_rank) : Device::cpu();
     const std::vector<Row> rows = measure(*pg, o, device);
     lead = pg->rank() == 0;
     if (lead)
-      for (const Row& r : rows) results << o.transports[k] << ' ' << r.bytes << ' ' << r.seconds << ' ' << r.wrong << '\n';
+      for (const Row& r : rows)
+        results << o.transports[k] << ' ' << r.bytes << ' ' << r.seconds << ' ' << r.wrong << '\n';
     pg->barrier()->wait();
     parallel::destroy_process_group();
   }
@@ -167,8 +174,8 @@ int run_rank(const Options& o) {
 // --- the launcher and the report ----------------------------------------------------------------------
 
 // Rows "name bytes seconds wrong" from a reference program's stdout (lines starting with "row ").
-std::map<std::string, std::map<int64_t, double>> parse_reference(const std::string& text,
-                                                                 std::map<std::string, std::map<int64_t, double>> into) {
+std::map<std::string, std::map<int64_t, double>> parse_reference(
+    const std::string& text, std::map<std::string, std::map<int64_t, double>> into) {
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
@@ -199,8 +206,12 @@ int report(const Options& o, const std::string& results) {
   std::vector<bench::Table> tables;
   int64_t total_wrong = 0;
   for (const auto& [name, by_size] : seconds) {
-    bench::Table table(name, {{"size", "B", 11}, {"count", "elements", 11}, {"time", "us", 9}, {"algbw", "GB/s", 8},
-                              {"busbw", "GB/s", 8}, {"#wrong", "", 7}});
+    bench::Table table(name, {{"size", "B", 11},
+                              {"count", "elements", 11},
+                              {"time", "us", 9},
+                              {"algbw", "GB/s", 8},
+                              {"busbw", "GB/s", 8},
+                              {"#wrong", "", 7}});
     double busbw_sum = 0;
     for (const auto& [bytes, s] : by_size) {
       const double algbw = bytes / s / 1e9;
@@ -220,10 +231,12 @@ int report(const Options& o, const std::string& results) {
   std::map<std::string, std::map<int64_t, double>> refs;
   if (o.references) {
     std::string out;
-    const std::string size_args = " --world " + std::to_string(o.nproc) + " --min-bytes " + std::to_string(o.min_bytes) +
-                                  " --max-bytes " + std::to_string(o.max_bytes);
-    if (bench::run_command("/usr/bin/python3 " + bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/torch_allreduce.py") +
-                               size_args + " 2>/dev/null", out) == 0)
+    const std::string size_args = " --world " + std::to_string(o.nproc) + " --min-bytes " +
+                                  std::to_string(o.min_bytes) + " --max-bytes " + std::to_string(o.max_bytes);
+    if (bench::run_command("/usr/bin/python3 " +
+                               bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/torch_allreduce.py") + size_args +
+                               " 2>/dev/null",
+                           out) == 0)
       refs = parse_reference(out, refs);
     else
       std::printf("# torch.distributed (gloo): not measured (needs /usr/bin/python3 with Debian's python3-torch)\n");
@@ -231,16 +244,21 @@ int report(const Options& o, const std::string& results) {
       const std::string exe = "/tmp/ringgrad_mpi_allreduce_" + std::to_string(::getpid());
       // openmpi-bin alone has the mpicc wrapper but not mpi.h (libopenmpi-dev): a failed compile is
       // a note, not a compiler error in the middle of the table.
-      if (bench::run_command("mpicc -O2 -o " + exe + " " + bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/mpi_allreduce.c") +
-                                 " 2>&1", out) != 0) {
-        std::printf("# MPI_Allreduce (Open MPI): not measured (mpicc cannot build bench/mpi_allreduce.c; needs Debian's libopenmpi-dev)\n");
+      if (bench::run_command("mpicc -O2 -o " + exe + " " +
+                                 bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/mpi_allreduce.c") + " 2>&1",
+                             out) != 0) {
+        std::printf(
+            "# MPI_Allreduce (Open MPI): not measured (mpicc cannot build bench/mpi_allreduce.c; needs Debian's "
+            "libopenmpi-dev)\n");
       } else if (bench::run_command("mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.nproc) + " " +
-                                        exe + size_args + " 2>/dev/null", out) == 0) {
+                                        exe + size_args + " 2>/dev/null",
+                                    out) == 0) {
         refs = parse_reference(out, refs);
       }
       std::remove(exe.c_str());
     } else {
-      std::printf("# MPI_Allreduce (Open MPI): not measured (needs mpicc and mpirun: Debian's libopenmpi-dev, openmpi-bin)\n");
+      std::printf(
+          "# MPI_Allreduce (Open MPI): not measured (needs mpicc and mpirun: Debian's libopenmpi-dev, openmpi-bin)\n");
     }
   }
   if (!refs.empty()) {
@@ -248,7 +266,8 @@ int report(const Options& o, const std::string& results) {
     for (const auto& [name, by_size] : seconds) columns.push_back({name, "GB/s", 9});
     for (const auto& [name, by_size] : refs) columns.push_back({name, "GB/s", 9});
     for (const auto& [name, by_size] : seconds)
-      for (const auto& [ref, ref_sizes] : refs) columns.push_back({(name.rfind("ring-", 0) == 0 ? name.substr(5) : name) + "/" + ref, "", 9});
+      for (const auto& [ref, ref_sizes] : refs)
+        columns.push_back({(name.rfind("ring-", 0) == 0 ? name.substr(5) : name) + "/" + ref, "", 9});
     bench::Table compare("busbw", columns);
     for (const auto& [bytes, s] : seconds.begin()->second) {
       std::vector<std::string> row = {std::to_string(bytes)};
@@ -269,7 +288,8 @@ int report(const Options& o, const std::string& results) {
   if (!o.json.empty()) {
     std::vector<const bench::Table*> list;
     for (const auto& t : tables) list.push_back(&t);
-    if (!bench::write_json(o.json, "bench_allreduce", {{"world", std::to_string(o.nproc)}, {"commit", RINGGRAD_BENCH_COMMIT}}, list))
+    if (!bench::write_json(o.json, "bench_allreduce",
+                           {{"world", std::to_string(o.nproc)}, {"commit", RINGGRAD_BENCH_COMMIT}}, list))
       std::fprintf(stderr, "bench_allreduce: cannot write %s\n", o.json.c_str());
   }
   return total_wrong == 0 ? 0 : 1;

@@ -47,8 +47,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  ringgrad::cli::FlagParser flags("bench_ddp_step",
-                                  "One DDP training step against its own step without communication and PyTorch's DDP.");
+  ringgrad::cli::FlagParser flags(
+      "bench_ddp_step", "One DDP training step against its own step without communication and PyTorch's DDP.");
   flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine", 1, 1024);
   flags.add_int("--steps", &o.steps, "timed steps per mode", 1, 1000000);
   flags.add_int("--warmup", &o.warmup, "untimed steps before them", 0, 1000000);
@@ -172,16 +172,20 @@ int report(const Options& o, const std::string& results) {
       f >> name;
       std::vector<double> v;
       for (double d; f >> d;) v.push_back(d);
-      if (name == "wrong") wrong = v.empty() ? -1 : static_cast<int64_t>(v[0]);
-      else if (name == "ddp-breakdown") breakdown = v;
-      else modes[name] = stats_of(v);
+      if (name == "wrong")
+        wrong = v.empty() ? -1 : static_cast<int64_t>(v[0]);
+      else if (name == "ddp-breakdown")
+        breakdown = v;
+      else
+        modes[name] = stats_of(v);
     }
   }
   if (o.torch) {
     std::string text;
-    const std::string cmd = "timeout 600 /usr/bin/python3 " + bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/torch_ddp_step.py") +
-                            " --world " + std::to_string(o.nproc) + " --batch " + std::to_string(o.batch) +
-                            " --steps " + std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " 2>&1";
+    const std::string cmd = "timeout 600 /usr/bin/python3 " +
+                            bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/torch_ddp_step.py") + " --world " +
+                            std::to_string(o.nproc) + " --batch " + std::to_string(o.batch) + " --steps " +
+                            std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " 2>&1";
     if (bench::run_command(cmd, text) == 0) {
       std::istringstream lines(text);
       std::string line;
@@ -197,26 +201,36 @@ int report(const Options& o, const std::string& results) {
       std::printf("# torch DDP: not measured (needs /usr/bin/python3 with Debian's python3-torch)\n");
     }
   }
-  bench::Table table("ddp_step", {{"mode", "", 16, true}, {"ranks", "", 5}, {"batch", "per rank", 9}, {"step", "ms", 8},
-                                  {"p10", "ms", 8}, {"p90", "ms", 8}, {"samples/s", "", 10}, {"#wrong", "", 6}});
+  bench::Table table("ddp_step", {{"mode", "", 16, true},
+                                  {"ranks", "", 5},
+                                  {"batch", "per rank", 9},
+                                  {"step", "ms", 8},
+                                  {"p10", "ms", 8},
+                                  {"p90", "ms", 8},
+                                  {"samples/s", "", 10},
+                                  {"#wrong", "", 6}});
   for (const std::string name : {"ddp", "ddp-bucket_view", "ddp-no_sync", "torch-ddp", "torch-no_sync"}) {
     if (!modes.count(name)) continue;
     const Stats s = modes[name];
-    table.add_row({name, std::to_string(o.nproc), std::to_string(o.batch), bench::fmt(s.median, 2), bench::fmt(s.p10, 2),
-                   bench::fmt(s.p90, 2), bench::fmt(o.nproc * o.batch / s.median * 1e3, 0),
+    table.add_row({name, std::to_string(o.nproc), std::to_string(o.batch), bench::fmt(s.median, 2),
+                   bench::fmt(s.p10, 2), bench::fmt(s.p90, 2), bench::fmt(o.nproc * o.batch / s.median * 1e3, 0),
                    name == "ddp" ? std::to_string(wrong) : "-"});
   }
-  std::printf("# ringgrad bench_ddp_step  model=MLP 784-1024-1024-10  ranks=%d  threads/rank=1  backend=ring  "
-              "warmup=%d  steps=%d  commit=%s\n#\n", o.nproc, o.warmup, o.steps, RINGGRAD_BENCH_COMMIT);
+  std::printf(
+      "# ringgrad bench_ddp_step  model=MLP 784-1024-1024-10  ranks=%d  threads/rank=1  backend=ring  "
+      "warmup=%d  steps=%d  commit=%s\n#\n",
+      o.nproc, o.warmup, o.steps, RINGGRAD_BENCH_COMMIT);
   table.print(stdout);
   const double ddp = modes["ddp"].median, floor = modes["ddp-no_sync"].median;
   if (breakdown.size() == 5)
-    std::printf("# ddp step breakdown (last step, slowest rank): forward %.2f ms, backward %.2f ms, exposed "
-                "communication %.2f ms, copy back %.2f ms, %d buckets\n",
-                breakdown[0], breakdown[1], breakdown[2], breakdown[3], static_cast<int>(breakdown[4]));
-  std::printf("# ddp / ddp-no_sync = %.3f (goal <= 1.15: communication adds at most 15%% to a step); "
-              "ddp-bucket_view / ddp-no_sync = %.3f\n", ddp / floor,
-              modes["ddp-bucket_view"].median / floor);
+    std::printf(
+        "# ddp step breakdown (last step, slowest rank): forward %.2f ms, backward %.2f ms, exposed "
+        "communication %.2f ms, copy back %.2f ms, %d buckets\n",
+        breakdown[0], breakdown[1], breakdown[2], breakdown[3], static_cast<int>(breakdown[4]));
+  std::printf(
+      "# ddp / ddp-no_sync = %.3f (goal <= 1.15: communication adds at most 15%% to a step); "
+      "ddp-bucket_view / ddp-no_sync = %.3f\n",
+      ddp / floor, modes["ddp-bucket_view"].median / floor);
   if (modes.count("torch-ddp"))
     std::printf("# ddp / torch-ddp   = %.3f (goal <= 0.65: a step in at most 65%% of PyTorch DDP's time)\n",
                 ddp / modes["torch-ddp"].median);

@@ -47,7 +47,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options opt;
-  ringgrad::cli::FlagParser flags("bench_dispatch", "Per-op dispatch overhead and CPU GEMM throughput, next to PyTorch eager.");
+  ringgrad::cli::FlagParser flags("bench_dispatch",
+                                  "Per-op dispatch overhead and CPU GEMM throughput, next to PyTorch eager.");
   flags.add_bool("--quick", &opt.quick, "fewer and shorter repetitions, no N=2048 GEMM");
   flags.add_int("--reps", &opt.reps, "timed repetitions per measurement, of which the median is reported", 1, 1000)
       .default_text("7, or 3 with --quick");
@@ -138,9 +139,12 @@ std::map<std::string, std::string> run_torch(const Options& opt, int threads, in
     if (space != std::string::npos) kv[line.substr(0, space)] = line.substr(space + 1);
   }
   if (status == 0) return kv;
-  if (kv.count("error")) why = kv["error"];
-  else if (status == 127) why = opt.python + " not found";
-  else why = opt.python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
+  if (kv.count("error"))
+    why = kv["error"];
+  else if (status == 127)
+    why = opt.python + " not found";
+  else
+    why = opt.python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
   return {};
 }
 
@@ -155,7 +159,8 @@ int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   const int reps = opt.reps ? opt.reps : (opt.quick ? 3 : 7);
   const double min_time = opt.quick ? 0.02 : 0.05;
-  const std::vector<int64_t> sizes = opt.quick ? std::vector<int64_t>{256, 1024} : std::vector<int64_t>{256, 1024, 2048};
+  const std::vector<int64_t> sizes =
+      opt.quick ? std::vector<int64_t>{256, 1024} : std::vector<int64_t>{256, 1024, 2048};
   // Eigen's GEMM runs on OpenMP's threads: OMP_NUM_THREADS, else one per core. PyTorch gets the same.
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const int threads = omp && std::atoi(omp) > 0 ? std::atoi(omp) : std::max(1u, std::thread::hardware_concurrency());
@@ -256,20 +261,23 @@ int main(int argc, char** argv) {
     const std::string torch_desc =
         pt.empty() ? "pytorch=- (" + torch_why + ")"
                    : "pytorch=" + pt["torch_version"] + " eager cpu, threads=" + pt["threads"] + ", " + pt["python"];
-    std::printf("# ringgrad bench_dispatch  dtype=float32  threads=%d  cpu_devices=%d  reps=%d  min_loop=%gs  commit=%s%s\n",
-                threads, rg::cpu_device_count(), reps, min_time, RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
+    std::printf(
+        "# ringgrad bench_dispatch  dtype=float32  threads=%d  cpu_devices=%d  reps=%d  min_loop=%gs  commit=%s%s\n",
+        threads, rg::cpu_device_count(), reps, min_time, RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
     std::printf("# %s\n", torch_desc.c_str());
     if (!pt.empty()) std::printf("# pytorch blas: %s\n", pt["blas"].c_str());
     std::printf("# times: median over reps of the time per call in a loop of >= %g s; warm-up not timed\n", min_time);
     std::printf("#\n# dispatch: ratio = ringgrad/pytorch time, < 1 is faster than PyTorch; target = 1/4 of %s\n",
                 pt.empty() ? "PyTorch 1.13's 0.9/1.5 us on this kind of machine" : "PyTorch measured in this run");
-    std::printf("# grad=yes: inputs require grad, each call records a graph that is freed with its dropped output;\n"
-                "# linear f+b: y = linear(x, W, b) with x, W (64x64), b (64) requiring grad, sum(y).backward(),\n"
-                "# grads reset to undefined each call; #wrong: results differing from a naive double computation\n#\n");
+    std::printf(
+        "# grad=yes: inputs require grad, each call records a graph that is freed with its dropped output;\n"
+        "# linear f+b: y = linear(x, W, b) with x, W (64x64), b (64) requiring grad, sum(y).backward(),\n"
+        "# grads reset to undefined each call; #wrong: results differing from a naive double computation\n#\n");
     dispatch.print(stdout);
-    std::printf("#\n# gemm: C = A B, square float32, contiguous; GFLOP/s = 2 N^3 / time (median);"
-                " ratio = ringgrad/pytorch GFLOP/s, > 1 is faster\n"
-                "# checked: entries compared with a double-precision dot product (all of them at N=256)\n#\n");
+    std::printf(
+        "#\n# gemm: C = A B, square float32, contiguous; GFLOP/s = 2 N^3 / time (median);"
+        " ratio = ringgrad/pytorch GFLOP/s, > 1 is faster\n"
+        "# checked: entries compared with a double-precision dot product (all of them at N=256)\n#\n");
     gemm.print(stdout);
 
     int wrong = add_wrong + add_grad_wrong + linear_wrong;
@@ -278,10 +286,14 @@ int main(int argc, char** argv) {
 
     if (!opt.json.empty()) {
       std::vector<std::pair<std::string, std::string>> run = {
-          {"dtype", "float32"}, {"threads", std::to_string(threads)},
-          {"cpu_devices", std::to_string(rg::cpu_device_count())}, {"reps", std::to_string(reps)},
-          {"min_loop_s", bench::fmt(min_time, 3)}, {"commit", RINGGRAD_BENCH_COMMIT},
-          {"pytorch", pt.empty() ? "-" : pt["torch_version"]}, {"pytorch_note", pt.empty() ? torch_why : pt["blas"]},
+          {"dtype", "float32"},
+          {"threads", std::to_string(threads)},
+          {"cpu_devices", std::to_string(rg::cpu_device_count())},
+          {"reps", std::to_string(reps)},
+          {"min_loop_s", bench::fmt(min_time, 3)},
+          {"commit", RINGGRAD_BENCH_COMMIT},
+          {"pytorch", pt.empty() ? "-" : pt["torch_version"]},
+          {"pytorch_note", pt.empty() ? torch_why : pt["blas"]},
           {"add_grad_note", "output dropped each call, so its graph is freed inside the timed loop"}};
       if (!bench::write_json(opt.json, "bench_dispatch", run, {&dispatch, &gemm})) {
         std::fprintf(stderr, "bench_dispatch: cannot write %s\n", opt.json.c_str());

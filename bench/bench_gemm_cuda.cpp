@@ -27,7 +27,7 @@
 
 #include "bench_util.h"
 #include "tools/flags/flags.h"
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/probe.h"
@@ -53,8 +53,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options opt;
-  ringgrad::cli::FlagParser flags("bench_gemm_cuda",
-                                  "float32 GEMM throughput: ringgrad's CUDA kernel against cuBLAS and the CPU backend.");
+  ringgrad::cli::FlagParser flags(
+      "bench_gemm_cuda", "float32 GEMM throughput: ringgrad's CUDA kernel against cuBLAS and the CPU backend.");
   flags.add_bool("--quick", &opt.quick, "square shapes up to 2048 only, fewer repetitions");
   flags.add_custom(
       "--shape", "M,N,K", "one NN product of that shape instead of the list", "three positive integers M,N,K",
@@ -158,16 +158,11 @@ int main(int argc, char** argv) {
     // A large MLP (784-4096-4096-10, batch 4096) and a small one (784-1024, batch 256):
     // forward y = x W^T (NT), backward dx = dy W (NN) and dW = dy^T x (TN).
     std::vector<Shape> shapes = {
-        {"square", 1024, 1024, 1024, false, false},
-        {"square", 2048, 2048, 2048, false, false},
-        {"square", 4096, 4096, 4096, false, false},
-        {"mlp-fwd", 256, 1024, 784, false, true},
-        {"mlp-fwd", 4096, 4096, 784, false, true},
-        {"mlp-fwd", 4096, 4096, 4096, false, true},
-        {"mlp-fwd", 4096, 10, 4096, false, true},
-        {"mlp-dx", 4096, 784, 4096, false, false},
-        {"mlp-dw", 4096, 4096, 4096, true, false},
-        {"mlp-dw", 4096, 784, 4096, true, false},
+        {"square", 1024, 1024, 1024, false, false}, {"square", 2048, 2048, 2048, false, false},
+        {"square", 4096, 4096, 4096, false, false}, {"mlp-fwd", 256, 1024, 784, false, true},
+        {"mlp-fwd", 4096, 4096, 784, false, true},  {"mlp-fwd", 4096, 4096, 4096, false, true},
+        {"mlp-fwd", 4096, 10, 4096, false, true},   {"mlp-dx", 4096, 784, 4096, false, false},
+        {"mlp-dw", 4096, 4096, 4096, true, false},  {"mlp-dw", 4096, 784, 4096, true, false},
     };
     if (opt.quick) shapes.resize(2);
     if (opt.shape[0] > 0) shapes = {{"shape", opt.shape[0], opt.shape[1], opt.shape[2], false, false}};
@@ -201,10 +196,8 @@ int main(int argc, char** argv) {
       Device da(a.size()), db(b.size()), dc_native(c_size), dc_native1(c_size), dc_cublas(c_size);
       // Every copy goes through `stream` and waits for it: the kernels run on that non-blocking stream,
       // which a cudaMemcpy on the legacy default stream is not ordered with.
-      RINGGRAD_CUDA_CHECK(
-          cudaMemcpyAsync(da.p, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-      RINGGRAD_CUDA_CHECK(
-          cudaMemcpyAsync(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(da.p, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+      RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
       RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
 
       rg::GemmArgs args;
@@ -225,10 +218,10 @@ int main(int argc, char** argv) {
           run_cublas ? gpu_ms_per_call([&] { rg::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt)
                      : NAN;
       std::vector<float> got_native(c_size), got_cublas(c_size);
-      RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(got_native.data(), dc_native.p, c_size * sizeof(float),
-                                          cudaMemcpyDeviceToHost, stream));
-      RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(got_cublas.data(), dc_cublas.p, c_size * sizeof(float),
-                                          cudaMemcpyDeviceToHost, stream));
+      RINGGRAD_CUDA_CHECK(
+          cudaMemcpyAsync(got_native.data(), dc_native.p, c_size * sizeof(float), cudaMemcpyDeviceToHost, stream));
+      RINGGRAD_CUDA_CHECK(
+          cudaMemcpyAsync(got_cublas.data(), dc_cublas.p, c_size * sizeof(float), cudaMemcpyDeviceToHost, stream));
       RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
       int64_t wrong = run_native && run_cublas ? count_wrong(got_native, got_cublas, s.k) : 0;
       if (run_native) {
@@ -260,21 +253,24 @@ int main(int argc, char** argv) {
     cublasDestroy(handle);
     cudaStreamDestroy(stream);
 
-    std::printf("# ringgrad bench_gemm_cuda  device=\"%s\"  sms=%d  dtype=float32  warmup=%d  iters=%d  reps=%d  "
-                "commit=%s\n",
-                prop.name, prop.multiProcessorCount, opt.warmup, opt.iters, opt.reps, RINGGRAD_BENCH_COMMIT);
-    std::printf("# C = op(A) op(B), alpha=1 beta=0, no epilogue; cublas = SGEMM, CUBLAS_DEFAULT_MATH (no TF32);\n"
-                "# cpu = the CPU backend's Eigen GEMM (only up to %.1f GFLOP per product); H200 fp32 peak ~67000 "
-                "GFLOP/s\n#\n",
-                opt.cpu_max_gflop);
+    std::printf(
+        "# ringgrad bench_gemm_cuda  device=\"%s\"  sms=%d  dtype=float32  warmup=%d  iters=%d  reps=%d  "
+        "commit=%s\n",
+        prop.name, prop.multiProcessorCount, opt.warmup, opt.iters, opt.reps, RINGGRAD_BENCH_COMMIT);
+    std::printf(
+        "# C = op(A) op(B), alpha=1 beta=0, no epilogue; cublas = SGEMM, CUBLAS_DEFAULT_MATH (no TF32);\n"
+        "# cpu = the CPU backend's Eigen GEMM (only up to %.1f GFLOP per product); H200 fp32 peak ~67000 "
+        "GFLOP/s\n#\n",
+        opt.cpu_max_gflop);
     table.print(stdout);
     if (total_wrong > 0) std::printf("# WRONG RESULTS: %lld elements disagree\n", static_cast<long long>(total_wrong));
-    if (!opt.json.empty() &&
-        !bench::write_json(opt.json, "bench_gemm_cuda",
-                           {{"device", prop.name}, {"commit", RINGGRAD_BENCH_COMMIT},
-                            {"warmup", std::to_string(opt.warmup)}, {"iters", std::to_string(opt.iters)},
-                            {"reps", std::to_string(opt.reps)}},
-                           {&table})) {
+    if (!opt.json.empty() && !bench::write_json(opt.json, "bench_gemm_cuda",
+                                                {{"device", prop.name},
+                                                 {"commit", RINGGRAD_BENCH_COMMIT},
+                                                 {"warmup", std::to_string(opt.warmup)},
+                                                 {"iters", std::to_string(opt.iters)},
+                                                 {"reps", std::to_string(opt.reps)}},
+                                                {&table})) {
       std::fprintf(stderr, "bench_gemm_cuda: cannot write %s\n", opt.json.c_str());
       return 1;
     }

@@ -145,8 +145,8 @@ inline std::optional<int> start_ranks_unless_in_job(const std::string& name, int
   const std::string whose = job->description();
   if (flag_given(argc, argv, nproc_flag) && nproc != job->world_size) {
     // Every rank says it: whichever exits first ends the job, perhaps before rank 0 has printed.
-    std::fprintf(stderr, "%s: %s %d conflicts with %s=%d of %s; leave %s out to use the job's %d ranks\n",
-                 name.c_str(), nproc_flag.c_str(), nproc, job->size_variable.c_str(), job->world_size, whose.c_str(),
+    std::fprintf(stderr, "%s: %s %d conflicts with %s=%d of %s; leave %s out to use the job's %d ranks\n", name.c_str(),
+                 nproc_flag.c_str(), nproc, job->size_variable.c_str(), job->world_size, whose.c_str(),
                  nproc_flag.c_str(), job->world_size);
     return 2;
   }

@@ -22,7 +22,7 @@
 //                  [--python PATH] [--json FILE]
 #include <ringgrad/ringgrad.h>
 
-#include "nn/optim/sgd.h"
+#include <ringgrad/nn/optim/sgd.h>
 
 #include <unistd.h>
 
@@ -54,13 +54,13 @@ namespace {
 const std::vector<int64_t> kSizes = {784, 1024, 1024, 10};
 constexpr int64_t kBatch = 256;
 constexpr double kLr = 0.01, kMomentum = 0.9;
-constexpr int kCurve = 5;               // leading steps whose losses are compared with PyTorch's
-constexpr double kCurveRelTol = 1e-4;   // |rg - pt| <= tol * max(1, |pt|): float32 with different GEMMs
+constexpr int kCurve = 5;              // leading steps whose losses are compared with PyTorch's
+constexpr double kCurveRelTol = 1e-4;  // |rg - pt| <= tol * max(1, |pt|): float32 with different GEMMs
 
 struct Options {
   bool quick = false;
-  int steps = 0;   // 0: 50, or 20 with --quick
-  int warmup = -1; // -1: 10, or 3 with --quick
+  int steps = 0;    // 0: 50, or 20 with --quick
+  int warmup = -1;  // -1: 10, or 3 with --quick
   std::vector<int> threads = {1, 2};
   uint64_t seed = 0;
   bool torch = true;
@@ -70,13 +70,16 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options opt;
-  ringgrad::cli::FlagParser flags("bench_mlp_step", "Time per training step of an MLP on the CPU, next to PyTorch eager.");
+  ringgrad::cli::FlagParser flags("bench_mlp_step",
+                                  "Time per training step of an MLP on the CPU, next to PyTorch eager.");
   flags.add_bool("--quick", &opt.quick, "20 timed steps after 3 warm-up steps, instead of 50 after 10");
-  flags.add_int("--steps", &opt.steps, "timed steps per thread count, of which the median is reported; at least 20 advised",
-                1, 1000000)
+  flags
+      .add_int("--steps", &opt.steps,
+               "timed steps per thread count, of which the median is reported; at least 20 advised", 1, 1000000)
       .default_text("50, or 20 with --quick");
-  flags.add_int("--warmup", &opt.warmup,
-                "untimed steps after the " + std::to_string(kCurve) + " loss-curve steps", 0, 1000000)
+  flags
+      .add_int("--warmup", &opt.warmup, "untimed steps after the " + std::to_string(kCurve) + " loss-curve steps", 0,
+               1000000)
       .default_text("10, or 3 with --quick");
   flags.add_list("--threads", &opt.threads, "thread counts to measure, one after the other", 1, 4096);
   flags.add_int("--seed", &opt.seed, "seed of the data and the initial weights");
@@ -220,9 +223,12 @@ std::vector<Run> run_torch(const Options& opt, const std::string& data, int warm
     if (space != std::string::npos) kv[line.substr(0, space)] = line.substr(space + 1);
   }
   if (status != 0) {
-    if (kv.count("error")) why = kv["error"];
-    else if (status == 127) why = opt.python + " not found";
-    else why = opt.python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
+    if (kv.count("error"))
+      why = kv["error"];
+    else if (status == 127)
+      why = opt.python + " not found";
+    else
+      why = opt.python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
     return {};
   }
   std::vector<Run> runs;
@@ -235,7 +241,8 @@ std::vector<Run> run_torch(const Options& opt, const std::string& data, int warm
     r.forward = numbers(kv[key + "forward_ms"]);
     r.backward = numbers(kv[key + "backward_ms"]);
     r.optim = numbers(kv[key + "optim_ms"]);
-    if (r.step.size() != static_cast<size_t>(steps) || r.losses.size() != static_cast<size_t>(kCurve + warmup + steps)) {
+    if (r.step.size() != static_cast<size_t>(steps) ||
+        r.losses.size() != static_cast<size_t>(kCurve + warmup + steps)) {
       why = script + " printed incomplete results for " + std::to_string(t) + " thread(s)";
       return {};
     }
@@ -290,8 +297,10 @@ int main(int argc, char** argv) {
         torch_why = "cannot create a temporary file for the weights";
       } else {
         close(fd);
-        if (write_problem(problem, path)) pt_runs = run_torch(opt, path, warmup, steps, kv, torch_why);
-        else torch_why = std::string("cannot write ") + path;
+        if (write_problem(problem, path))
+          pt_runs = run_torch(opt, path, warmup, steps, kv, torch_why);
+        else
+          torch_why = std::string("cannot write ") + path;
         std::remove(path);
       }
     }
@@ -346,30 +355,40 @@ int main(int argc, char** argv) {
     const std::string torch_desc =
         pt_runs.empty() ? "pytorch=- (" + torch_why + ")"
                         : "pytorch=" + kv["torch_version"] + " eager cpu, " + kv["python"] + ", blas: " + kv["blas"];
-    std::printf("# ringgrad bench_mlp_step  model=784-1024-1024-10 relu  batch=%lld  dtype=float32  "
-                "loss=cross_entropy(mean)  optim=SGD(lr=%g, momentum=%g)\n",
-                static_cast<long long>(kBatch), kLr, kMomentum);
+    std::printf(
+        "# ringgrad bench_mlp_step  model=784-1024-1024-10 relu  batch=%lld  dtype=float32  "
+        "loss=cross_entropy(mean)  optim=SGD(lr=%g, momentum=%g)\n",
+        static_cast<long long>(kBatch), kLr, kMomentum);
     std::printf("#   threads=%s  cpu_devices=%d  curve=%d  warmup=%d  steps=%d  seed=%llu  commit=%s%s\n",
                 threads_list.c_str(), rg::cpu_device_count(), kCurve, warmup, steps,
                 static_cast<unsigned long long>(opt.seed), RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
     std::printf("# %s\n", torch_desc.c_str());
-    std::printf("# step = forward + backward + optim, median over the timed steps, p10/p90 beside it; the other\n"
-                "# times are each phase's own median. forward: model(x), cross_entropy; backward: loss.backward(),\n"
-                "# loss.item(), freeing the graph; optim: SGD step, zero_grad (grads to none). Same batch every step,\n"
-                "# %d + %d untimed steps first. ratio = ringgrad/pytorch step time at the same thread count; target <= 1.00\n"
-                "# #wrong: non-finite losses, + 1 if loss_N (last step) is not below loss_1, + (ringgrad rows) steps of the\n"
-                "# first %d whose loss differs from PyTorch's (same data and initial weights) by more than %g relative\n#\n",
-                kCurve, warmup, kCurve, kCurveRelTol);
+    std::printf(
+        "# step = forward + backward + optim, median over the timed steps, p10/p90 beside it; the other\n"
+        "# times are each phase's own median. forward: model(x), cross_entropy; backward: loss.backward(),\n"
+        "# loss.item(), freeing the graph; optim: SGD step, zero_grad (grads to none). Same batch every step,\n"
+        "# %d + %d untimed steps first. ratio = ringgrad/pytorch step time at the same thread count; target <= 1.00\n"
+        "# #wrong: non-finite losses, + 1 if loss_N (last step) is not below loss_1, + (ringgrad rows) steps of the\n"
+        "# first %d whose loss differs from PyTorch's (same data and initial weights) by more than %g relative\n#\n",
+        kCurve, warmup, kCurve, kCurveRelTol);
     table.print(stdout);
     if (wrong) std::printf("# WRONG RESULTS: %d (see #wrong)\n", wrong);
 
     if (!opt.json.empty()) {
       std::vector<std::pair<std::string, std::string>> run = {
-          {"model", "784-1024-1024-10 relu"}, {"batch", std::to_string(kBatch)}, {"dtype", "float32"},
-          {"optim", "SGD lr=0.01 momentum=0.9"}, {"threads", threads_list}, {"threading", threading},
-          {"cpu_devices", std::to_string(rg::cpu_device_count())}, {"curve", std::to_string(kCurve)},
-          {"warmup", std::to_string(warmup)}, {"steps", std::to_string(steps)}, {"seed", std::to_string(opt.seed)},
-          {"commit", RINGGRAD_BENCH_COMMIT}, {"pytorch", pt_runs.empty() ? "-" : kv["torch_version"]},
+          {"model", "784-1024-1024-10 relu"},
+          {"batch", std::to_string(kBatch)},
+          {"dtype", "float32"},
+          {"optim", "SGD lr=0.01 momentum=0.9"},
+          {"threads", threads_list},
+          {"threading", threading},
+          {"cpu_devices", std::to_string(rg::cpu_device_count())},
+          {"curve", std::to_string(kCurve)},
+          {"warmup", std::to_string(warmup)},
+          {"steps", std::to_string(steps)},
+          {"seed", std::to_string(opt.seed)},
+          {"commit", RINGGRAD_BENCH_COMMIT},
+          {"pytorch", pt_runs.empty() ? "-" : kv["torch_version"]},
           {"pytorch_note", pt_runs.empty() ? torch_why : kv["blas"]}};
       if (!bench::write_json(opt.json, "bench_mlp_step", run, {&table})) {
         std::fprintf(stderr, "bench_mlp_step: cannot write %s\n", opt.json.c_str());

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "nn/safetensors.h"
+#include <ringgrad/nn/safetensors.h>
 #include "tools/flags/flags.h"
 
 #ifndef RINGGRAD_BENCH_COMMIT

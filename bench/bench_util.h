@@ -20,8 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "bench_commit.h"  // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
-#include "nn/file_io.h"       // write_output: results are replaced atomically, like checkpoints
+#include "bench_commit.h"         // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
+#include <ringgrad/nn/file_io.h>  // write_output: results are replaced atomically, like checkpoints
 
 namespace bench {
 

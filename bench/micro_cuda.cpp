@@ -49,7 +49,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
@@ -152,8 +152,10 @@ void bm_gemm(benchmark::State& state, GemmShape s, GemmImpl impl) {
     rg::GemmArgs ref_args = args;
     ref_args.c = dc_ref.p;
     auto launch = [&] {
-      if (impl == GemmImpl::Native) rg::cuda::gemm_f32(args, g_stream);
-      else rg::cuda::gemm_cublas_f32(args, g_stream, g_cublas);
+      if (impl == GemmImpl::Native)
+        rg::cuda::gemm_f32(args, g_stream);
+      else
+        rg::cuda::gemm_cublas_f32(args, g_stream, g_cublas);
     };
     // Native against cuBLAS; cuBLAS itself against a few double-precision dot products.
     launch();
@@ -171,9 +173,8 @@ void bm_gemm(benchmark::State& state, GemmShape s, GemmImpl impl) {
     }
     if (wrong) return fail(state, std::to_string(wrong) + " elements of C wrong");
     time_launches(state, launch);
-    state.counters["FLOP/s"] = benchmark::Counter(2.0 * double(s.m) * double(s.n) * double(s.k) *
-                                                      double(state.iterations()),
-                                                  benchmark::Counter::kIsRate);
+    state.counters["FLOP/s"] = benchmark::Counter(
+        2.0 * double(s.m) * double(s.n) * double(s.k) * double(state.iterations()), benchmark::Counter::kIsRate);
   });
 }
 
@@ -205,18 +206,20 @@ void bm_elementwise(benchmark::State& state, Elementwise op, int64_t n) {
         case Elementwise::Mul: rg::cuda::binary(rg::BinaryOp::Mul, rg::DType::f32, a, b, dz.p, g_stream); break;
         case Elementwise::Relu: rg::cuda::unary(rg::UnaryOp::Relu, rg::DType::f32, dx.p, dz.p, n, 0.0, g_stream); break;
         case Elementwise::Copy:
-          RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(dz.p, dx.p, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
+          RINGGRAD_CUDA_CHECK(
+              cudaMemcpyAsync(dz.p, dx.p, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
           break;
       }
     };
     launch();
     const std::vector<float> z = dz.to_host();
     for (int64_t i = 0; i < n; ++i) {
-      const float want = op == Elementwise::Add ? x[i] + y[i]
-                         : op == Elementwise::Mul ? x[i] * y[i]
+      const float want = op == Elementwise::Add    ? x[i] + y[i]
+                         : op == Elementwise::Mul  ? x[i] * y[i]
                          : op == Elementwise::Relu ? (x[i] > 0.0f ? x[i] : 0.0f)
                                                    : x[i];
-      if (z[i] != want) return fail(state, std::string(elementwise_name(op)) + " wrong at element " + std::to_string(i));
+      if (z[i] != want)
+        return fail(state, std::string(elementwise_name(op)) + " wrong at element " + std::to_string(i));
     }
     time_launches(state, launch);
     const int64_t bytes_per_element = op == Elementwise::Add || op == Elementwise::Mul ? 12 : 8;
@@ -234,8 +237,8 @@ void bm_xent(benchmark::State& state, int64_t rows, int64_t c, bool backward) {
     std::mt19937 rng(6);
     for (auto& l : labels) l = std::uniform_int_distribution<int64_t>(0, c - 1)(rng);
     const std::vector<float> dloss_host = {1.0f};
-    DeviceBuffer<float> dlogits_in(x), dloss_rows(static_cast<size_t>(rows)), dprobs(size_t(rows * c)), ddloss(dloss_host),
-        dgrad(size_t(rows * c));
+    DeviceBuffer<float> dlogits_in(x), dloss_rows(static_cast<size_t>(rows)), dprobs(size_t(rows * c)),
+        ddloss(dloss_host), dgrad(size_t(rows * c));
     DeviceBuffer<int64_t> dlabels(labels);
     const double scale = 1.0 / double(rows);  // the mean reduction's backward
     auto forward = [&] {
@@ -259,15 +262,17 @@ void bm_xent(benchmark::State& state, int64_t rows, int64_t c, bool backward) {
       if (!(std::fabs(loss[r] - want) <= 1e-5 * (1.0 + std::fabs(want))) || !(std::fabs(gsum) <= 1e-6))
         return fail(state, "cross_entropy wrong at row " + std::to_string(r));
     }
-    if (backward) time_launches(state, backward_launch);
-    else time_launches(state, forward);
+    if (backward)
+      time_launches(state, backward_launch);
+    else
+      time_launches(state, forward);
     state.SetBytesProcessed(state.iterations() * rows * (8 * c + 12));
     state.SetItemsProcessed(state.iterations() * rows);
   });
 }
 
 void register_all() {
-  const std::vector<GemmShape> shapes = {{128, 128, 128},   {512, 512, 512},  {1024, 1024, 1024},
+  const std::vector<GemmShape> shapes = {{128, 128, 128},    {512, 512, 512}, {1024, 1024, 1024},
                                          {4096, 4096, 4096}, {257, 769, 383}, {256, 784, 1024}};
   for (const GemmShape& s : shapes) {
     const std::string suffix = "/m:" + std::to_string(s.m) + "/k:" + std::to_string(s.k) + "/n:" + std::to_string(s.n);

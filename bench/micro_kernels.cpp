@@ -136,13 +136,17 @@ std::map<int64_t, std::pair<rg::Tensor, rg::Tensor>> g_elementwise_inputs;
 const std::pair<rg::Tensor, rg::Tensor>& elementwise_inputs(int64_t n) {
   auto it = g_elementwise_inputs.find(n);
   if (it == g_elementwise_inputs.end())
-    it = g_elementwise_inputs.emplace(n, std::make_pair(rg::randn({n}, rg::DType::f32, 3), rg::randn({n}, rg::DType::f32, 4))).first;
+    it = g_elementwise_inputs
+             .emplace(n, std::make_pair(rg::randn({n}, rg::DType::f32, 3), rg::randn({n}, rg::DType::f32, 4)))
+             .first;
   return it->second;
 }
 
 void bm_elementwise_ringgrad(benchmark::State& state, Elementwise op, int64_t n) {
   const auto& [x, y] = elementwise_inputs(n);
-  auto call = [&] { return op == Elementwise::Add ? rg::add(x, y) : op == Elementwise::Mul ? rg::mul(x, y) : rg::relu(x); };
+  auto call = [&] {
+    return op == Elementwise::Add ? rg::add(x, y) : op == Elementwise::Mul ? rg::mul(x, y) : rg::relu(x);
+  };
   {  // exact: one float operation per element, as the reference does it
     const rg::Tensor z = call();
     const float *px = x.data<float>(), *py = y.data<float>(), *pz = z.data<float>();
@@ -159,9 +163,12 @@ void bm_elementwise_eigen(benchmark::State& state, Elementwise op, int64_t n) {
   const Eigen::Map<const Eigen::ArrayXf> x(xt.data<float>(), n), y(yt.data<float>(), n);
   Eigen::ArrayXf z = Eigen::ArrayXf::Zero(n);  // touched once here, so its pages exist before timing
   for (auto _ : state) {
-    if (op == Elementwise::Add) z = x + y;
-    else if (op == Elementwise::Mul) z = x * y;
-    else z = x.max(0.0f);
+    if (op == Elementwise::Add)
+      z = x + y;
+    else if (op == Elementwise::Mul)
+      z = x * y;
+    else
+      z = x.max(0.0f);
     benchmark::DoNotOptimize(z.data());
     benchmark::ClobberMemory();
   }
@@ -207,7 +214,8 @@ void bm_xent(benchmark::State& state, int64_t rows, int64_t c, bool backward) {
       for (int64_t r = 0; r < rows; ++r) {
         double sum = 0.0;
         for (int64_t j = 0; j < c; ++j) sum += g[r * c + j];
-        if (!(std::fabs(sum) <= 1e-6)) return fail(state, "cross_entropy gradient row " + std::to_string(r) + " sums to " + std::to_string(sum));
+        if (!(std::fabs(sum) <= 1e-6))
+          return fail(state, "cross_entropy gradient row " + std::to_string(r) + " sums to " + std::to_string(sum));
       }
     }
   }
@@ -232,8 +240,8 @@ void bm_overhead_add(benchmark::State& state, bool requires_grad) {
 }
 
 void register_all() {
-  const std::vector<GemmShape> shapes = {{128, 128, 128}, {512, 512, 512}, {1024, 1024, 1024},
-                                         {257, 769, 383}, {256, 784, 1024}};
+  const std::vector<GemmShape> shapes = {
+      {128, 128, 128}, {512, 512, 512}, {1024, 1024, 1024}, {257, 769, 383}, {256, 784, 1024}};
   // Per shape: ringgrad, then Eigen right after it, so the pair is measured under the same conditions.
   for (const GemmShape& s : shapes) {
     benchmark::RegisterBenchmark(("gemm/ringgrad_matmul" + gemm_suffix(s)).c_str(), bm_gemm_ringgrad, s)
@@ -275,10 +283,9 @@ int main(int argc, char** argv) {
 #endif
     benchmark::AddCustomContext("threads", "1 (ringgrad::set_num_threads(1), Eigen::setNbThreads(1))");
     benchmark::AddCustomContext("dtype", "float32");
-    benchmark::AddCustomContext("eigen_version", std::to_string(EIGEN_WORLD_VERSION) + "." +
-                                                     std::to_string(EIGEN_MAJOR_VERSION) + "." +
-                                                     std::to_string(EIGEN_MINOR_VERSION) + " " +
-                                                     Eigen::SimdInstructionSetsInUse());
+    benchmark::AddCustomContext("eigen_version",
+                                std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                                    std::to_string(EIGEN_MINOR_VERSION) + " " + Eigen::SimdInstructionSetsInUse());
     register_all();
     benchmark::RunSpecifiedBenchmarks();
     g_elementwise_inputs.clear();

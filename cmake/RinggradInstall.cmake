@@ -2,8 +2,8 @@
 #
 # Installed layout (prefix/...):
 #   include/ringgrad/ringgrad.h                   the generated umbrella header: #include <ringgrad/ringgrad.h>
-#   include/ringgrad/core/..., kernels/*.h        the public headers, laid out as in the source tree,
-#                                                 since they include each other as "core/tensor.h"
+#   include/ringgrad/core/..., kernels/*.h        the public headers, laid out as in the source tree:
+#                                                 they include each other as <ringgrad/core/tensor.h>
 #   lib/libringgrad.a
 #   lib/cmake/ringgrad/ringgrad-config.cmake      find_package(ringgrad) reads this; it defines
 #                     ringgrad-config-version.cmake    the imported target ringgrad::ringgrad
@@ -19,22 +19,9 @@ install(TARGETS ringgrad EXPORT ringgrad-targets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Public headers: everything under core/, nn/ and parallel/, and the backend interface in kernels/*.h. The headers
-# under kernels/cpu/ and kernels/cuda/ are private to the library (core/base/cuda_check.h needs
-# the CUDA toolkit's headers, which a user of a CUDA build need not have).
-file(GLOB_RECURSE RINGGRAD_PUBLIC_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
-  ${PROJECT_SOURCE_DIR}/core/*.h)
-list(FILTER RINGGRAD_PUBLIC_HEADERS EXCLUDE REGEX "^core/ops/")  # the op files' private helpers
-list(REMOVE_ITEM RINGGRAD_PUBLIC_HEADERS core/base/cuda_check.h)  # needs the CUDA toolkit's headers
-file(GLOB_RECURSE RINGGRAD_NN_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
-  ${PROJECT_SOURCE_DIR}/nn/*.h)
-list(APPEND RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_NN_HEADERS})
-file(GLOB RINGGRAD_PARALLEL_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
-  ${PROJECT_SOURCE_DIR}/parallel/*.h)
-list(APPEND RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_PARALLEL_HEADERS})
-file(GLOB RINGGRAD_KERNEL_HEADERS RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
-  ${PROJECT_SOURCE_DIR}/kernels/*.h)
-foreach(header IN LISTS RINGGRAD_PUBLIC_HEADERS RINGGRAD_KERNEL_HEADERS)
+# The public headers (cmake/RinggradHeaders.cmake decides which), under include/ringgrad/ as in the
+# build tree's include root, so <ringgrad/core/tensor.h> means the same file in both.
+foreach(header IN LISTS RINGGRAD_PUBLIC_HEADERS)
   get_filename_component(header_dir ${header} DIRECTORY)
   install(FILES ${header} DESTINATION ${RINGGRAD_INSTALL_HEADERDIR}/${header_dir})
 endforeach()

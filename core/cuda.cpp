@@ -2,11 +2,11 @@
 //
 // A build without the CUDA backend has no devices, which is an answer, not an error; asking anything
 // of a device that cannot exist here is, and the error says how to get one.
-#include "core/cuda.h"
+#include <ringgrad/core/cuda.h>
 
-#include "core/base/error.h"
-#include "core/device.h"
-#include "kernels/backend.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace {

@@ -10,9 +10,9 @@
 
 #include <memory>
 
-#include "core/base/allocator.h"
-#include "core/base/caching_allocator.h"
-#include "core/base/device.h"
+#include <ringgrad/core/base/allocator.h>
+#include <ringgrad/core/base/caching_allocator.h>
+#include <ringgrad/core/base/device.h>
 
 namespace ringgrad {
 

@@ -1,5 +1,5 @@
 // core/device.cpp: the logical CPU device count, and one worker thread per device.
-#include "core/device.h"
+#include <ringgrad/core/device.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,9 +11,9 @@
 #include <mutex>
 #include <thread>
 
-#include "core/base/error.h"
-#include "core/cuda.h"
-#include "kernels/backend.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 
@@ -28,8 +28,8 @@ int read_env_count() {
   if (!env || !*env) return 1;
   char* end = nullptr;
   const long k = std::strtol(env, &end, 10);
-  RINGGRAD_CHECK(*end == '\0' && k >= 1 && k <= 1024,
-                 "RINGGRAD_CPU_DEVICES: expected an integer in [1, 1024], got '", env, "'");
+  RINGGRAD_CHECK(*end == '\0' && k >= 1 && k <= 1024, "RINGGRAD_CPU_DEVICES: expected an integer in [1, 1024], got '",
+                 env, "'");
   return static_cast<int>(k);
 }
 
@@ -115,9 +115,8 @@ int cpu_device_count() {
 void set_cpu_device_count(int count) {
   RINGGRAD_CHECK(count >= 1 && count <= 1024, "set_cpu_device_count: expected a count in [1, 1024], got ", count);
   std::lock_guard<std::mutex> lock(g_count_mutex);
-  RINGGRAD_CHECK(g_cpu_count == 0 || g_cpu_count == count,
-                 "set_cpu_device_count: the count is already fixed at ", g_cpu_count,
-                 " (devices were used); call it before creating any tensor, or set RINGGRAD_CPU_DEVICES");
+  RINGGRAD_CHECK(g_cpu_count == 0 || g_cpu_count == count, "set_cpu_device_count: the count is already fixed at ",
+                 g_cpu_count, " (devices were used); call it before creating any tensor, or set RINGGRAD_CPU_DEVICES");
   g_cpu_count = count;
 }
 

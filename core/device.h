@@ -12,12 +12,11 @@
 #include <ostream>
 #include <string>
 
-#include "core/base/device.h"
+#include <ringgrad/core/base/device.h>
 
 namespace ringgrad {
 
 // Device, DeviceKind and Stream are base-layer vocabulary (core/base/device.h).
-
 
 // Number of logical CPU devices. Fixed at first use (read from RINGGRAD_CPU_DEVICES).
 int cpu_device_count();

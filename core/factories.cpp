@@ -2,9 +2,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/generator.h"
+#include <ringgrad/core/generator.h>
 #include "core/ops/op_utils.h"
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace {

@@ -1,5 +1,5 @@
 // core/generator.cpp: the Philox generator's state, behind one lock.
-#include "core/generator.h"
+#include <ringgrad/core/generator.h>
 
 #include <mutex>
 

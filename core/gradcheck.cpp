@@ -1,12 +1,12 @@
 // core/gradcheck.cpp: finite-difference check of autograd gradients (see gradcheck.h).
-#include "core/gradcheck.h"
+#include <ringgrad/core/gradcheck.h>
 
 #include <cmath>
 #include <sstream>
 
-#include "core/autograd/engine.h"
-#include "core/autograd/grad_mode.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/engine.h>
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace {
@@ -87,8 +87,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
         if (std::fabs(exact - numeric) <= options.atol + options.rtol * std::fabs(numeric)) continue;
         result.ok = false;
         if (failures++ < options.max_failures_reported)
-          report << "  input " << i << " element " << j << ", output " << o << ": analytic " << exact
-                 << ", numeric " << numeric << "\n";
+          report << "  input " << i << " element " << j << ", output " << o << ": analytic " << exact << ", numeric "
+                 << numeric << "\n";
       }
     }
     t.set_grad(Tensor());

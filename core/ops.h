@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/op_params.h"
-#include "core/generator.h"
-#include "core/tensor.h"
+#include <ringgrad/core/base/op_params.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "core/autograd/node.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace {
@@ -22,9 +22,12 @@ struct Formatter {
 
   std::string format(double v) const {
     char buf[64];
-    if (integer) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-    else if (scientific) std::snprintf(buf, sizeof buf, "%.4e", v);
-    else std::snprintf(buf, sizeof buf, "%.4f", v);
+    if (integer)
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    else if (scientific)
+      std::snprintf(buf, sizeof buf, "%.4e", v);
+    else
+      std::snprintf(buf, sizeof buf, "%.4f", v);
     return buf;
   }
 };
@@ -47,8 +50,10 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shap
     }
     if (i + 1 < n) {
       os << ',';
-      if (dim + 1 == shape.size()) os << ' ';
-      else os << std::string(shape.size() - dim - 1, '\n') << std::string(indent + 1, ' ');
+      if (dim + 1 == shape.size())
+        os << ' ';
+      else
+        os << std::string(shape.size() - dim - 1, '\n') << std::string(indent + 1, ' ');
     }
   }
   os << ']';
@@ -73,13 +78,17 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   for (double x : v) f.width = std::max<int>(f.width, static_cast<int>(f.format(x).size()));
 
   os << "tensor(";
-  if (t.dim() == 0) os << f.format(v[0]);
-  else print_rec(os, v, t.shape(), 0, 0, t.numel() > kSummarizeAbove, f, 7);
+  if (t.dim() == 0)
+    os << f.format(v[0]);
+  else
+    print_rec(os, v, t.shape(), 0, 0, t.numel() > kSummarizeAbove, f, 7);
   if (t.numel() == 0) os << ", size=" << t.shape();
   if (t.dtype() != DType::f32 && t.dtype() != DType::i64) os << ", dtype=" << t.dtype();  // PyTorch's defaults
   if (t.device() != Device::cpu(0)) os << ", device=" << t.device();
-  if (t.grad_fn()) os << ", grad_fn=<" << t.grad_fn()->name() << ">";
-  else if (t.requires_grad()) os << ", requires_grad=true";
+  if (t.grad_fn())
+    os << ", grad_fn=<" << t.grad_fn()->name() << ">";
+  else if (t.requires_grad())
+    os << ", requires_grad=true";
   return os << ')';
 }
 

@@ -12,8 +12,8 @@
 #include <ostream>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/base/strided.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/base/strided.h>
 
 namespace ringgrad {
 
@@ -59,7 +59,8 @@ class Shape {
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t i = 0; i < n_; ++i)
-      RINGGRAD_CHECK(!__builtin_mul_overflow(n, d_[i], &n), "Shape: the sizes ", *this, " multiply to more than "
+      RINGGRAD_CHECK(!__builtin_mul_overflow(n, d_[i], &n), "Shape: the sizes ", *this,
+                     " multiply to more than "
                      "int64 can hold");
     return n;
   }

@@ -1,8 +1,8 @@
 // core/storage.cpp: which allocator a storage uses, and its lifetime.
-#include "core/storage.h"
+#include <ringgrad/core/storage.h>
 
-#include "core/base/error.h"
-#include "kernels/backend.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/base/allocator.h"
-#include "core/device.h"
+#include <ringgrad/core/base/allocator.h>
+#include <ringgrad/core/device.h>
 
 namespace ringgrad {
 

@@ -1,11 +1,11 @@
 // core/tensor.cpp: Tensor's metadata, element access and autograd state. Views live in
 // core/ops/views.cpp, copies in core/ops/copy.cpp, factories in core/factories.cpp.
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 #include <cstring>
 
-#include "core/autograd/engine.h"
-#include "core/autograd/node.h"
+#include <ringgrad/core/autograd/engine.h>
+#include <ringgrad/core/autograd/node.h>
 #include "core/ops/op_utils.h"
 
 namespace ringgrad {
@@ -84,8 +84,8 @@ bool Tensor::requires_grad() const {
 Tensor& Tensor::requires_grad_(bool requires) {
   RINGGRAD_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad; this tensor was made by ",
                  grad_fn()->name(), " (use .detach() to get a leaf)");
-  RINGGRAD_CHECK(!requires || is_floating(dtype()), "requires_grad_: only floating-point tensors can require grad, got ",
-                 dtype());
+  RINGGRAD_CHECK(!requires || is_floating(dtype()),
+                 "requires_grad_: only floating-point tensors can require grad, got ", dtype());
   autograd_meta().requires_grad = requires;
   return *this;
 }
@@ -124,9 +124,7 @@ Tensor Tensor::detach() const {
   return ops::make_view(*this, t.shape, t.strides, t.offset);
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const {
-  run_backward({*this}, {grad}, retain_graph);
-}
+void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward({*this}, {grad}, retain_graph); }
 
 void Tensor::register_hook(TensorHook hook) const {
   RINGGRAD_CHECK(requires_grad(), "register_hook: expected a tensor that requires grad; call requires_grad_() first");

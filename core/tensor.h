@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/base/dtype.h"
-#include "core/base/error.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/base/dtype.h>
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/shape.h>
+#include <ringgrad/core/storage.h>
 
 namespace ringgrad {
 
@@ -54,11 +54,20 @@ struct TensorOptions {
   bool requires_grad_ = false;
 
   TensorOptions() = default;
-  TensorOptions(DType dt) : dtype_(dt) {}    // NOLINT: implicit on purpose
-  TensorOptions(Device d) : device_(d) {}    // NOLINT: implicit on purpose
-  TensorOptions& dtype(DType dt) { dtype_ = dt; return *this; }
-  TensorOptions& device(Device d) { device_ = d; return *this; }
-  TensorOptions& requires_grad(bool r = true) { requires_grad_ = r; return *this; }
+  TensorOptions(DType dt) : dtype_(dt) {}  // NOLINT: implicit on purpose
+  TensorOptions(Device d) : device_(d) {}  // NOLINT: implicit on purpose
+  TensorOptions& dtype(DType dt) {
+    dtype_ = dt;
+    return *this;
+  }
+  TensorOptions& device(Device d) {
+    device_ = d;
+    return *this;
+  }
+  TensorOptions& requires_grad(bool r = true) {
+    requires_grad_ = r;
+    return *this;
+  }
 };
 
 class Tensor {
@@ -69,13 +78,13 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }  // same handle target
-  long use_count() const { return impl_.use_count(); }  // handles sharing this impl
+  long use_count() const { return impl_.use_count(); }                   // handles sharing this impl
 
   // --- metadata ----------------------------------------------------------------------------------
   const Shape& shape() const { return checked().shape; }
   const Shape& strides() const { return checked().strides; }
   int64_t dim() const { return shape().size(); }
-  int64_t size(int64_t dim) const;   // negative dims count from the end, as in PyTorch
+  int64_t size(int64_t dim) const;  // negative dims count from the end, as in PyTorch
   int64_t stride(int64_t dim) const;
   int64_t numel() const { return shape().numel(); }
   int64_t offset() const { return checked().offset; }
@@ -90,8 +99,8 @@ class Tensor {
   void* data() const;
   template <typename T>
   T* data() const {
-    RINGGRAD_CHECK(dtype() == dtype_of<T>::value, "Tensor::data<T>: expected dtype ", dtype_of<T>::value,
-                   ", got ", dtype());
+    RINGGRAD_CHECK(dtype() == dtype_of<T>::value, "Tensor::data<T>: expected dtype ", dtype_of<T>::value, ", got ",
+                   dtype());
     RINGGRAD_CHECK(device().is_cpu(), "Tensor::data<T>: expected a CPU tensor, got one on ", device(),
                    "; call .to(Device::cpu()) first");
     return static_cast<T*>(data());
@@ -100,13 +109,15 @@ class Tensor {
   // --- element access and conversion ------------------------------------------------------------
   double item() const;  // the value of a one-element tensor, as double
   template <typename T>
-  T item() const { return static_cast<T>(item()); }
+  T item() const {
+    return static_cast<T>(item());
+  }
   template <typename T>
   std::vector<T> to_vector() const;  // all elements in row-major order (copies to the CPU if needed)
 
   // --- views: share storage with this tensor (differentiable) ------------------------------------
-  Tensor view(const Shape& shape) const;      // needs a contiguous tensor; one size may be -1
-  Tensor reshape(const Shape& shape) const;   // a view when possible, otherwise a copy
+  Tensor view(const Shape& shape) const;     // needs a contiguous tensor; one size may be -1
+  Tensor reshape(const Shape& shape) const;  // a view when possible, otherwise a copy
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;  // transpose of a 2-D tensor
@@ -114,7 +125,7 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
-  Tensor expand(const Shape& shape) const;   // size -1 keeps a dimension; new dims go in front
+  Tensor expand(const Shape& shape) const;  // size -1 keeps a dimension; new dims go in front
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
@@ -165,12 +176,12 @@ class Tensor {
 };
 
 struct AutogradMeta {
-  bool requires_grad = false;              // set on leaves by requires_grad_(); on outputs by record()
-  Tensor grad;                             // leaves only
-  std::shared_ptr<Node> grad_fn;           // null on leaves
-  int output_nr = 0;                       // which output of grad_fn this tensor is
-  std::weak_ptr<Node> grad_accumulator;    // leaves only; weak, or leaf -> node -> leaf would be a cycle
-  std::vector<TensorHook> hooks;           // leaves only (non-leaf hooks live on grad_fn)
+  bool requires_grad = false;            // set on leaves by requires_grad_(); on outputs by record()
+  Tensor grad;                           // leaves only
+  std::shared_ptr<Node> grad_fn;         // null on leaves
+  int output_nr = 0;                     // which output of grad_fn this tensor is
+  std::weak_ptr<Node> grad_accumulator;  // leaves only; weak, or leaf -> node -> leaf would be a cycle
+  std::vector<TensorHook> hooks;         // leaves only (non-leaf hooks live on grad_fn)
   std::vector<PostAccumulateHook> post_accumulate_hooks;
 };
 

@@ -54,13 +54,13 @@ struct Args {
   std::string optimizer = "sgd";
   int64_t hidden = 1024;
   std::string device = "cpu:0";
-  std::string dp;  // "cpu:0,cpu:1": train with DataParallel over these devices
+  std::string dp;    // "cpu:0,cpu:1": train with DataParallel over these devices
   bool ddp = false;  // one process per device under ringrun
   uint64_t seed = 0;
   std::string save, resume, data_dir;
-  double target = 0;  // minimum test accuracy, 0 = no check
+  double target = 0;       // minimum test accuracy, 0 = no check
   int64_t stop_after = 0;  // stop after this many epochs, as if the run crashed (to try --resume); 0 = never
-  double progress_s = 5;  // seconds between progress lines inside an epoch
+  double progress_s = 5;   // seconds between progress lines inside an epoch
 };
 
 void add_flags(cli::FlagParser& flags, Args& a) {
@@ -71,18 +71,18 @@ void add_flags(cli::FlagParser& flags, Args& a) {
   flags.add_choice("--optimizer", &a.optimizer, {"sgd", "adamw"}, "SGD with Nesterov momentum 0.9, or AdamW");
   flags.add_int("--hidden", &a.hidden, "width of the two hidden layers", 1, 65536);
   flags.add_string("--device", &a.device, "where to train: cpu:K or cuda:K").metavar("DEV");
-  flags.add_string("--dp", &a.dp, "train with DataParallel over these devices, e.g. cpu:0,cpu:1").metavar("DEV,DEV,...");
+  flags.add_string("--dp", &a.dp, "train with DataParallel over these devices, e.g. cpu:0,cpu:1")
+      .metavar("DEV,DEV,...");
   flags.add_bool("--ddp", &a.ddp, "DistributedDataParallel: one process per device, started by ringrun");
   flags.add_int("--seed", &a.seed, "seed of the weights, dropout and data order");
   flags.add_string("--save", &a.save, "write a training checkpoint here after every epoch").metavar("PATH");
   flags.add_string("--resume", &a.resume, "continue the run saved in this checkpoint, with its flags").metavar("PATH");
-  flags.add_string("--data", &a.data_dir, "folder of the Fashion-MNIST files",
-                   data::FashionMNIST::default_dir())
+  flags.add_string("--data", &a.data_dir, "folder of the Fashion-MNIST files", data::FashionMNIST::default_dir())
       .metavar("DIR");
   flags.add_double("--target", &a.target, "exit 1 unless the test accuracy reaches this fraction; 0: no check", 0.0,
                    1.0);
-  flags.add_int("--stop-after", &a.stop_after, "end after this many epochs, as if it crashed, to try --resume; 0: never",
-                0, 100000);
+  flags.add_int("--stop-after", &a.stop_after,
+                "end after this many epochs, as if it crashed, to try --resume; 0: never", 0, 100000);
   flags.add_double("--progress-every", &a.progress_s, "seconds between progress lines inside an epoch", 0.0, 3600.0);
 }
 
@@ -113,8 +113,8 @@ std::vector<std::string> restore_run_flags(cli::FlagParser& flags, const std::st
       flags.set(name, recorded);
     } catch (const cli::FlagError& e) {
       const std::string why = e.what();  // "fashion_mnist: --hidden expects ...": drop the program's name
-      flags.fail("--resume " + path + ": the checkpoint's " + name + " is unusable: " +
-                 why.substr(flags.program().size() + 2));
+      flags.fail("--resume " + path + ": the checkpoint's " + name +
+                 " is unusable: " + why.substr(flags.program().size() + 2));
     }
   }
   return found;
@@ -126,11 +126,14 @@ struct Classifier : nn::Cloneable<Classifier> {
   void reset() override {
     using nn::LinearOptions;
     fc1 = register_module("fc1", std::make_shared<nn::Linear>(LinearOptions(784, hidden).activation(Activation::Relu)));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(LinearOptions(hidden, hidden).activation(Activation::Relu)));
+    fc2 = register_module("fc2",
+                          std::make_shared<nn::Linear>(LinearOptions(hidden, hidden).activation(Activation::Relu)));
     fc3 = register_module("fc3", std::make_shared<nn::Linear>(hidden, 10));
     drop = register_module("drop", std::make_shared<nn::Dropout>(dropout_p));
   }
-  Tensor forward(const Tensor& x) override { return fc3->forward(drop->forward(fc2->forward(drop->forward(fc1->forward(x))))); }
+  Tensor forward(const Tensor& x) override {
+    return fc3->forward(drop->forward(fc2->forward(drop->forward(fc1->forward(x)))));
+  }
   std::string type_name() const override { return "Classifier"; }
 
   int64_t hidden;
@@ -184,7 +187,8 @@ void ensure_cpu_devices(const std::vector<Device>& devices) {
 int main(int argc, char** argv) {
   try {
     Args parsed;
-    cli::FlagParser flags("fashion_mnist", "Trains an MLP (784-H-H-10) on Fashion-MNIST and reports the test accuracy.");
+    cli::FlagParser flags("fashion_mnist",
+                          "Trains an MLP (784-H-H-10) on Fashion-MNIST and reports the test accuracy.");
     add_flags(flags, parsed);
     flags.parse(argc, argv);
     const std::vector<std::string> restored =
@@ -315,7 +319,8 @@ int main(int argc, char** argv) {
 
       const double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
       const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-      const double left = elapsed / static_cast<double>(epoch + 1 - first_epoch) * static_cast<double>(args.epochs - epoch - 1);
+      const double left =
+          elapsed / static_cast<double>(epoch + 1 - first_epoch) * static_cast<double>(args.epochs - epoch - 1);
       say("%8lld  %8.4f   %7.2f%%   %7.2f%%  %10.0f  %8.0f s\n", static_cast<long long>(epoch + 1),
           loss_sum / static_cast<double>(seen), 100.0 * static_cast<double>(correct) / static_cast<double>(seen),
           100.0 * test_accuracy, static_cast<double>(seen) / seconds, left);
@@ -342,10 +347,11 @@ int main(int argc, char** argv) {
         static_cast<long long>(args.epochs), total);
     if (dp && steps > 0) {
       const double n = static_cast<double>(steps) * 1000.0;  // -> ms per step
-      std::printf("# DataParallel ms/step: scatter %.3f  replicate %.3f  apply %.3f  gather %.3f  backward %.3f "
-                  "(of which reduce %.3f)\n",
-                  phase_sum.scatter_us / n, phase_sum.replicate_us / n, phase_sum.apply_us / n,
-                  phase_sum.gather_us / n, phase_sum.backward_us / n, phase_sum.reduce_us / n);
+      std::printf(
+          "# DataParallel ms/step: scatter %.3f  replicate %.3f  apply %.3f  gather %.3f  backward %.3f "
+          "(of which reduce %.3f)\n",
+          phase_sum.scatter_us / n, phase_sum.replicate_us / n, phase_sum.apply_us / n, phase_sum.gather_us / n,
+          phase_sum.backward_us / n, phase_sum.reduce_us / n);
     }
     if (args.target > 0 && test_accuracy < args.target) {
       say("# below the target %.2f%%\n", 100.0 * args.target);

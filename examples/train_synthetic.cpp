@@ -72,8 +72,7 @@ int main(int argc, char** argv) {
     const std::vector<Tensor> params = {w1, b1, w2, b2};
 
     std::printf("# ringgrad %s train_synthetic: %lld -> %lld (tanh) -> %lld, %lld samples, SGD lr=%g\n",
-                RINGGRAD_VERSION_STRING, (long long)kIn, (long long)kHidden, (long long)kOut, (long long)kBatch,
-                lr);
+                RINGGRAD_VERSION_STRING, (long long)kIn, (long long)kHidden, (long long)kOut, (long long)kBatch, lr);
     std::printf("#  step        loss\n");
 
     double first_loss = 0.0, loss_value = 0.0;

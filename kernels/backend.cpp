@@ -1,8 +1,8 @@
 // kernels/backend.cpp: backend_for(), the one place that picks a backend for a device kind, and the
 // answers of a backend that has no device runtime of its own (Backend's defaults).
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "kernels/cpu/cpu_backend.h"
 #ifdef RINGGRAD_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"

@@ -12,13 +12,13 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/base/allocator.h"
-#include "core/base/caching_allocator.h"
-#include "core/base/device.h"
-#include "core/base/dtype.h"
-#include "core/base/op_params.h"
-#include "core/base/strided.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/core/base/allocator.h>
+#include <ringgrad/core/base/caching_allocator.h>
+#include <ringgrad/core/base/device.h>
+#include <ringgrad/core/base/dtype.h>
+#include <ringgrad/core/base/op_params.h>
+#include <ringgrad/core/base/strided.h>
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 
@@ -86,8 +86,8 @@ struct Backend {
   // Counter-based random numbers: element i uses Philox counter (offset + i) under `seed`, so the
   // values do not depend on how the work is split across threads or devices. Uniform in [a, b) or
   // Normal(mean a, std b).
-  virtual void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset,
-                      double a, double b, Stream s) = 0;
+  virtual void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset, double a,
+                      double b, Stream s) = 0;
 
   // --- elementwise -------------------------------------------------------------------------------
   virtual void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, Stream s) = 0;
@@ -103,8 +103,8 @@ struct Backend {
   virtual void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r,
                       int64_t inner, Stream s) = 0;
   // dst[o, index[o, i], i] += src[o, i]: the backward of max over a dimension.
-  virtual void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer,
-                               int64_t r, int64_t inner, Stream s) = 0;
+  virtual void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer, int64_t r,
+                               int64_t inner, Stream s) = 0;
 
   // --- matrix multiply ---------------------------------------------------------------------------
   virtual void gemm(const GemmArgs& args, Stream s) = 0;
@@ -158,8 +158,7 @@ struct Backend {
   // Staging copies that overlap compute (core/cuda.h states the contract).
   virtual std::unique_ptr<ReadyPoint> mark_ready(int device);
   virtual void copy_to_pinned(int device, const ReadyPoint& ready, const void* src, void* pinned_dst, int64_t nbytes);
-  virtual void copy_from_pinned(int device, const ReadyPoint& after, const void* pinned_src, void* dst,
-                                int64_t nbytes);
+  virtual void copy_from_pinned(int device, const ReadyPoint& after, const void* pinned_src, void* dst, int64_t nbytes);
 };
 
 // The backend for a device kind. Throws ringgrad::Error when this build has none (a CPU-only build
@@ -170,6 +169,5 @@ Backend& backend_for(DeviceKind kind, const char* op = "tensor");
 // The backend for a device kind when this build has one, whether or not a device of that kind is
 // present; null when it has none. Never throws: core/cuda.h asks it how many GPUs there are.
 Backend* built_backend(DeviceKind kind);
-
 
 }  // namespace ringgrad

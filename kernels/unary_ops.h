@@ -265,8 +265,7 @@ template <typename F>
 RINGGRAD_HOST_DEVICE inline decltype(auto) visit_unary(UnaryOp op, F&& f) {
   switch (op) {
 #define RINGGRAD_UNARY_CASE(Name) \
-  case UnaryOp::Name:             \
-    return f(unary_ops::Name{});
+  case UnaryOp::Name: return f(unary_ops::Name{});
     RINGGRAD_UNARY_OPS(RINGGRAD_UNARY_CASE)
 #undef RINGGRAD_UNARY_CASE
   }

@@ -4,8 +4,8 @@
 
 #include <ostream>
 
-#include "core/ops.h"
-#include "nn/module.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/nn/module.h>
 
 namespace ringgrad {
 namespace nn {

@@ -1,10 +1,10 @@
 // nn/checkpoint.cpp: weights-only files and training checkpoints, both as safetensors.
-#include "nn/checkpoint.h"
+#include <ringgrad/nn/checkpoint.h>
 
 #include <charconv>
 #include <system_error>
 
-#include "nn/safetensors.h"
+#include <ringgrad/nn/safetensors.h>
 
 namespace ringgrad {
 namespace nn {
@@ -96,8 +96,8 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
                  "\", got ", format == metadata.end() ? std::string("none") : "\"" + format->second + "\"",
                  "); a file of weights only loads with load_model");
   const auto saved_optimizer = metadata.find("optimizer");
-  RINGGRAD_CHECK(saved_optimizer != metadata.end() && saved_optimizer->second == optimizer.name(),
-                 "load_checkpoint: '", path, "': the checkpoint holds the state of a ",
+  RINGGRAD_CHECK(saved_optimizer != metadata.end() && saved_optimizer->second == optimizer.name(), "load_checkpoint: '",
+                 path, "': the checkpoint holds the state of a ",
                  saved_optimizer == metadata.end() ? std::string("(unnamed) optimizer") : saved_optimizer->second,
                  ", but it is being loaded into a ", optimizer.name());
   TrainingState state;

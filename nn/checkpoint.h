@@ -29,9 +29,9 @@
 #include <map>
 #include <string>
 
-#include "core/generator.h"
-#include "nn/module.h"
-#include "nn/optim/optimizer.h"
+#include <ringgrad/core/generator.h>
+#include <ringgrad/nn/module.h>
+#include <ringgrad/nn/optim/optimizer.h>
 
 namespace ringgrad {
 namespace nn {
@@ -51,7 +51,7 @@ void load_model(const std::string& path, Module& model, bool strict = true);
 struct TrainingState {
   int64_t step = 0;
   int64_t epoch = 0;
-  uint64_t rng_seed = 0, rng_offset = 0;      // a Generator's state (see capture_rng_state)
+  uint64_t rng_seed = 0, rng_offset = 0;     // a Generator's state (see capture_rng_state)
   std::map<std::string, std::string> extra;  // anything else the training script wants back
 };
 

@@ -1,5 +1,5 @@
 // nn/file_io.cpp: safe opening and atomic replacement of files (see nn/file_io.h).
-#include "nn/file_io.h"
+#include <ringgrad/nn/file_io.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include <ctime>
 #include <random>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace nn {
@@ -246,7 +246,8 @@ int remove_stale_temporaries(const char* op, const std::string& target) {
     const std::string full = dir + "/" + name;
     const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;  // a symlink, or gone already
-    struct stat st {}, now_there {};
+    struct stat st {
+    }, now_there{};
     // Young files are left alone (a writer between its open() and its flock()); then the writer's
     // lock: held by a live writer even where its pid means nothing here (another pid namespace on
     // the same kernel). A file that cannot be locked is never removed; and the name must still be
@@ -274,11 +275,11 @@ AtomicFile::AtomicFile(const char* op, std::string path) : op_(op), path_(std::m
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd_ < 0) {
     const int err = errno;
-    const std::string hint =
-        err == ENAMETOOLONG ? too_long(temp_)
-        : err == ENOENT || err == ENOTDIR ? "; does the directory '" + dir_of(temp_) + "' exist?"
-        : err == EACCES || err == EPERM || err == EROFS ? "; is the directory '" + dir_of(temp_) + "' writable?"
-                                                        : "";
+    const std::string hint = err == ENAMETOOLONG               ? too_long(temp_)
+                             : err == ENOENT || err == ENOTDIR ? "; does the directory '" + dir_of(temp_) + "' exist?"
+                             : err == EACCES || err == EPERM || err == EROFS
+                                 ? "; is the directory '" + dir_of(temp_) + "' writable?"
+                                 : "";
     throw Error(detail::str(op, ": cannot create the temporary file '", temp_, "' (", std::strerror(err), ")", hint));
   }
   // Held until after the rename: tells remove_stale_temporaries that this writer is alive. A

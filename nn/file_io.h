@@ -84,7 +84,8 @@ std::string temp_prefix_for(const std::string& target);
 // writer between its open() and its flock()) and whose lock it can take (each writer holds flock()
 // on its temporary until after its rename, which also covers a writer in another pid namespace; a
 // writer that cannot lock its temporary fails). A file it cannot lock is never removed. Anything
-// else -- another host's files, other names, symlinks, directories -- is left alone. Prints one line on stderr when it removed something; returns how many.
+// else -- another host's files, other names, symlinks, directories -- is left alone. Prints one line on stderr when it
+// removed something; returns how many.
 int remove_stale_temporaries(const char* op, const std::string& target);
 
 }  // namespace nn

@@ -1,10 +1,10 @@
 // nn/init.cpp: uniform and Kaiming-uniform initialisation.
-#include "nn/init.h"
+#include <ringgrad/nn/init.h>
 
 #include <cmath>
 
-#include "core/autograd/grad_mode.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace nn {

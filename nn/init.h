@@ -1,8 +1,8 @@
 // nn/init.h: parameter initialisation, with PyTorch's defaults.
 #pragma once
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace nn {

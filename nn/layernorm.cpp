@@ -1,9 +1,9 @@
 // nn/layernorm.cpp: LayerNorm's parameters and forward.
-#include "nn/layernorm.h"
+#include <ringgrad/nn/layernorm.h>
 
 #include <ostream>
 
-#include "core/ops.h"
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace nn {
@@ -28,7 +28,8 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 void LayerNorm::pretty_print(std::ostream& os) const {
-  os << "LayerNorm(" << normalized_size << ", eps=" << eps << ", elementwise_affine=" << (elementwise_affine ? "true" : "false") << ')';
+  os << "LayerNorm(" << normalized_size << ", eps=" << eps
+     << ", elementwise_affine=" << (elementwise_affine ? "true" : "false") << ')';
 }
 
 }  // namespace nn

@@ -1,7 +1,7 @@
 // nn/layernorm.h: LayerNorm over the last dimension, with a learnable scale and shift.
 #pragma once
 
-#include "nn/module.h"
+#include <ringgrad/nn/module.h>
 
 namespace ringgrad {
 namespace nn {

@@ -1,18 +1,19 @@
 // nn/linear.cpp: Linear's parameters and forward.
-#include "nn/linear.h"
+#include <ringgrad/nn/linear.h>
 
 #include <cmath>
 #include <ostream>
 
-#include "core/ops.h"
-#include "nn/init.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/nn/init.h>
 
 namespace ringgrad {
 namespace nn {
 
 Linear::Linear(const LinearOptions& opts) : options(opts) {
-  RINGGRAD_CHECK(opts.in_features_ > 0 && opts.out_features_ > 0, "Linear: expected positive sizes, got in_features=",
-                 opts.in_features_, " and out_features=", opts.out_features_);
+  RINGGRAD_CHECK(opts.in_features_ > 0 && opts.out_features_ > 0,
+                 "Linear: expected positive sizes, got in_features=", opts.in_features_,
+                 " and out_features=", opts.out_features_);
   reset();
 }
 

@@ -1,18 +1,27 @@
 // nn/linear.h: Linear, y = x W^T + b, optionally fused with its activation.
 #pragma once
 
-#include "core/base/op_params.h"
-#include "nn/module.h"
+#include <ringgrad/core/base/op_params.h>
+#include <ringgrad/nn/module.h>
 
 namespace ringgrad {
 namespace nn {
 
 struct LinearOptions {
   LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
-  LinearOptions& bias(bool b) { bias_ = b; return *this; }
+  LinearOptions& bias(bool b) {
+    bias_ = b;
+    return *this;
+  }
   // Activation applied to the output. Relu runs in the GEMM's epilogue: one kernel for linear+ReLU.
-  LinearOptions& activation(Activation a) { activation_ = a; return *this; }
-  LinearOptions& dtype(DType dt) { dtype_ = dt; return *this; }
+  LinearOptions& activation(Activation a) {
+    activation_ = a;
+    return *this;
+  }
+  LinearOptions& dtype(DType dt) {
+    dtype_ = dt;
+    return *this;
+  }
 
   int64_t in_features_, out_features_;
   bool bias_ = true;

@@ -1,14 +1,20 @@
 // nn/loss.h: loss modules over core's fused cross_entropy and mse_loss.
 #pragma once
 
-#include "core/ops.h"
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace nn {
 
 struct CrossEntropyLossOptions {
-  CrossEntropyLossOptions& reduction(Reduction r) { reduction_ = r; return *this; }
-  CrossEntropyLossOptions& label_smoothing(double eps) { label_smoothing_ = eps; return *this; }
+  CrossEntropyLossOptions& reduction(Reduction r) {
+    reduction_ = r;
+    return *this;
+  }
+  CrossEntropyLossOptions& label_smoothing(double eps) {
+    label_smoothing_ = eps;
+    return *this;
+  }
   Reduction reduction_ = Reduction::Mean;
   double label_smoothing_ = 0.0;
 };

@@ -1,12 +1,12 @@
 // nn/module.cpp: registries, traversal, to/train/zero_grad and state dicts.
-#include "nn/module.h"
+#include <ringgrad/nn/module.h>
 
 #include <algorithm>
 #include <ostream>
 #include <set>
 #include <sstream>
 
-#include "core/autograd/grad_mode.h"
+#include <ringgrad/core/autograd/grad_mode.h>
 
 namespace ringgrad {
 namespace nn {
@@ -165,7 +165,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
       unexpected.push_back(key);
       continue;
     }
-    RINGGRAD_CHECK(used.insert(name).second, "load_state_dict: '", name, "' appears twice (with and without the "
+    RINGGRAD_CHECK(used.insert(name).second, "load_state_dict: '", name,
+                   "' appears twice (with and without the "
                    "'module.' prefix)");
     if (value.shape() != it->second.shape()) {
       mismatched.push_back(detail::str(name, " (expected ", it->second.shape(), ", got ", value.shape(), ")"));
@@ -219,7 +220,8 @@ void Module::copy_values_from(const Module& original) {
   // Frozen parameters stay frozen in the copy.
   Named<Tensor> mine = named_parameters();
   RINGGRAD_CHECK(mine.size() == originals.size(), "clone: reset() of ", type_name(), " created ", mine.size(),
-                 " parameters, the original has ", originals.size(), "; create every parameter and submodule in "
+                 " parameters, the original has ", originals.size(),
+                 "; create every parameter and submodule in "
                  "reset() and call reset() from the constructor");
   for (size_t i = 0; i < mine.size(); ++i)
     if (mine[i].second.requires_grad() != originals[i].second.requires_grad())

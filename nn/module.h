@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace nn {
@@ -69,7 +69,7 @@ class Module : public std::enable_shared_from_this<Module> {
   Named<Tensor> named_buffers(bool recurse = true) const;
   Named<std::shared_ptr<Module>> named_children() const;
   std::vector<std::shared_ptr<Module>> children() const;
-  Named<std::shared_ptr<Module>> named_modules();  // this module ("") and every descendant, depth first
+  Named<std::shared_ptr<Module>> named_modules();      // this module ("") and every descendant, depth first
   void apply(const std::function<void(Module&)>& fn);  // fn on every descendant, then on this module
 
   // --- state -------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 //
 // The writer goes through nn/file_io.h's AtomicFile: a temporary beside the target, renamed over
 // it, never over anything but a regular file.
-#include "nn/safetensors.h"
+#include <ringgrad/nn/safetensors.h>
 
 #include <unistd.h>
 
@@ -19,7 +19,7 @@
 #include <set>
 #include <vector>
 
-#include "nn/file_io.h"
+#include <ringgrad/nn/file_io.h>
 
 namespace ringgrad {
 namespace nn {
@@ -223,14 +223,16 @@ class Reader {
     uint64_t file_bytes = 0;
     fd_ = open_regular_file("load_safetensors", path_, &file_bytes);  // refuses a FIFO without blocking
     if (file_bytes < 8)
-      fail("the file is ", file_bytes, " bytes long, shorter than the 8-byte header length; it is truncated or not "
+      fail("the file is ", file_bytes,
+           " bytes long, shorter than the 8-byte header length; it is truncated or not "
            "a safetensors file");
     unsigned char prefix[8];
     read_at(0, prefix, 8);
     uint64_t header_bytes = 0;
     for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | prefix[i];
     if (header_bytes > kMaxHeaderBytes)
-      fail("header length ", header_bytes, " is beyond the ", kMaxHeaderBytes, "-byte limit; the file is corrupt "
+      fail("header length ", header_bytes, " is beyond the ", kMaxHeaderBytes,
+           "-byte limit; the file is corrupt "
            "or not a safetensors file");
     if (header_bytes > file_bytes - 8)
       fail("header length ", header_bytes, " runs past the end of the file (", file_bytes, " bytes)");

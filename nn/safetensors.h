@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "nn/module.h"
+#include <ringgrad/nn/module.h>
 
 namespace ringgrad {
 namespace nn {

@@ -1,11 +1,11 @@
 // nn/sequential.cpp: Sequential and MLP.
-#include "nn/sequential.h"
+#include <ringgrad/nn/sequential.h>
 
 #include <ostream>
 #include <string>
 
-#include "core/ops.h"
-#include "nn/linear.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/nn/linear.h>
 
 namespace ringgrad {
 namespace nn {

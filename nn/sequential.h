@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/base/op_params.h"
-#include "nn/module.h"
+#include <ringgrad/core/base/op_params.h>
+#include <ringgrad/nn/module.h>
 
 namespace ringgrad {
 namespace nn {

@@ -1,5 +1,5 @@
 // parallel/bucket_assignment.cpp: the DDP bucket layout (the rules are in bucket_assignment.h).
-#include "parallel/bucket_assignment.h"
+#include <ringgrad/parallel/bucket_assignment.h>
 
 #include <cmath>
 #include <limits>

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/base/dtype.h"
+#include <ringgrad/core/base/dtype.h>
 
 namespace ringgrad {
 namespace parallel {

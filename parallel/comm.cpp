@@ -3,13 +3,13 @@
 // The three nodes are multi-output or multi-input: output i of Scatter and Broadcast lives on
 // device i, and the engine hands apply() one gradient slot per output (undefined when that output
 // received none -- e.g. a replica whose copy of a parameter was not used).
-#include "parallel/comm.h"
+#include <ringgrad/parallel/comm.h>
 
 #include <set>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -153,8 +153,8 @@ Tensor gather(const std::vector<Tensor>& outputs, Device device, int64_t dim) {
     const Tensor& t = outputs[i];
     bool same_shape = t.dim() == first.dim();
     for (int64_t d = 0; same_shape && d < t.dim(); ++d) same_shape = d == dim || t.size(d) == first.size(d);
-    RINGGRAD_CHECK(same_shape, "gather: expected every tensor to have shape ", first.shape(), " except along dim ",
-                   dim, ", got ", t.shape(), " at index ", i, " (on ", t.device(), ")");
+    RINGGRAD_CHECK(same_shape, "gather: expected every tensor to have shape ", first.shape(), " except along dim ", dim,
+                   ", got ", t.shape(), " at index ", i, " (on ", t.device(), ")");
     RINGGRAD_CHECK(t.dtype() == first.dtype(), "gather: expected every tensor to be ", first.dtype(), ", got ",
                    t.dtype(), " at index ", i, " (on ", t.device(), ")");
     sizes.push_back(t.size(dim));
@@ -188,8 +188,10 @@ std::vector<Tensor> broadcast(const Tensor& p, const std::vector<Device>& device
   RINGGRAD_CHECK(!devices.empty(), "broadcast: expected at least one device, got an empty list");
   std::set<Device> distinct(devices.begin(), devices.end());
   RINGGRAD_CHECK(distinct.size() == devices.size(), "broadcast: expected distinct devices, got a device twice");
-  RINGGRAD_CHECK(distinct.count(p.device()) == 1, "broadcast: expected the tensor on one of the target devices, "
-                 "got one on ", p.device());
+  RINGGRAD_CHECK(distinct.count(p.device()) == 1,
+                 "broadcast: expected the tensor on one of the target devices, "
+                 "got one on ",
+                 p.device());
   for (Device d : devices) check_device(d, "broadcast");
   std::vector<Tensor> copies;
   {

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace parallel {

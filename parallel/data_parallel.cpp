@@ -1,5 +1,5 @@
 // parallel/data_parallel.cpp: DataParallel's forward, its checks, and its timers.
-#include "parallel/data_parallel.h"
+#include <ringgrad/parallel/data_parallel.h>
 
 #include <mutex>
 #include <set>
@@ -31,8 +31,8 @@ DataParallelCore::DataParallelCore(std::vector<Device> devices, const DataParall
   RINGGRAD_CHECK(!devices_.empty(), "DataParallel: expected at least one device, got an empty list");
   std::set<Device> seen;
   for (Device d : devices_) {
-    RINGGRAD_CHECK(d.kind == devices_[0].kind, "DataParallel: expected devices of one kind, got ", devices_[0],
-                   " and ", d);
+    RINGGRAD_CHECK(d.kind == devices_[0].kind, "DataParallel: expected devices of one kind, got ", devices_[0], " and ",
+                   d);
     RINGGRAD_CHECK(seen.insert(d).second, "DataParallel: expected distinct devices, got ", d, " twice");
     check_device(d, "DataParallel");
   }

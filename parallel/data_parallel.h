@@ -26,21 +26,28 @@
 #include <memory>
 #include <vector>
 
-#include "core/autograd/engine.h"
-#include "core/tensor.h"
-#include "nn/module.h"
-#include "parallel/comm.h"
-#include "parallel/parallel_apply.h"
-#include "parallel/replicate.h"
+#include <ringgrad/core/autograd/engine.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/module.h>
+#include <ringgrad/parallel/comm.h>
+#include <ringgrad/parallel/parallel_apply.h>
+#include <ringgrad/parallel/replicate.h>
 
 namespace ringgrad {
 namespace parallel {
 
 struct DataParallelOptions {
   // Where gather puts the output (and so where the loss is computed); default: the first device.
-  DataParallelOptions& output_device(Device d) { output_device_ = d; has_output_device_ = true; return *this; }
+  DataParallelOptions& output_device(Device d) {
+    output_device_ = d;
+    has_output_device_ = true;
+    return *this;
+  }
   // The batch dimension scatter cuts and gather joins.
-  DataParallelOptions& dim(int64_t d) { dim_ = d; return *this; }
+  DataParallelOptions& dim(int64_t d) {
+    dim_ = d;
+    return *this;
+  }
 
   Device output_device_;
   bool has_output_device_ = false;
@@ -51,13 +58,13 @@ struct DataParallelOptions {
 // thread; backward ones by DataParallel's nodes during loss.backward(). Cheap enough to stay on:
 // a handful of clock reads per step.
 struct DataParallelTimings {
-  int64_t step = 0;            // forward calls so far
-  int64_t devices_used = 0;    // replicas that ran (fewer than devices for a batch smaller than that)
+  int64_t step = 0;          // forward calls so far
+  int64_t devices_used = 0;  // replicas that ran (fewer than devices for a batch smaller than that)
   double scatter_us = 0, replicate_us = 0, apply_us = 0, gather_us = 0;
-  double backward_us = 0;      // from the start of gather's backward to the end of the backward pass
-  double reduce_us = 0;        // inside Broadcast nodes summing replica gradients (part of backward_us)
-  std::vector<Interval> forward;          // each replica's forward
-  std::vector<DeviceActivity> backward;   // each device's worker during the backward pass
+  double backward_us = 0;                // from the start of gather's backward to the end of the backward pass
+  double reduce_us = 0;                  // inside Broadcast nodes summing replica gradients (part of backward_us)
+  std::vector<Interval> forward;         // each replica's forward
+  std::vector<DeviceActivity> backward;  // each device's worker during the backward pass
 };
 
 namespace detail {

@@ -1,10 +1,10 @@
 // parallel/distributed_data_parallel.cpp: the model check across ranks, the broadcasts, arming.
-#include "parallel/distributed_data_parallel.h"
+#include <ringgrad/parallel/distributed_data_parallel.h>
 
 #include <sstream>
 
-#include "core/autograd/grad_mode.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -16,7 +16,8 @@ namespace {
 std::vector<std::string> describe_model(const nn::Module& module) {
   std::vector<std::string> lines;
   for (const auto& [name, t] : module.named_parameters())
-    lines.push_back(ringgrad::detail::str("parameter '", name, "' ", t.shape(), " ", t.dtype(), t.requires_grad() ? "" : " (frozen)"));
+    lines.push_back(ringgrad::detail::str("parameter '", name, "' ", t.shape(), " ", t.dtype(),
+                                          t.requires_grad() ? "" : " (frozen)"));
   for (const auto& [name, t] : module.named_buffers())
     lines.push_back(ringgrad::detail::str("buffer '", name, "' ", t.shape(), " ", t.dtype()));
   return lines;

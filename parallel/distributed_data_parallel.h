@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/module.h"
-#include "parallel/process_group.h"
-#include "parallel/reducer.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/module.h>
+#include <ringgrad/parallel/process_group.h>
+#include <ringgrad/parallel/reducer.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -42,7 +42,7 @@ class DistributedDataParallelCore {
  public:
   DistributedDataParallelCore(nn::Module& module, std::shared_ptr<ProcessGroup> group, const DDPOptions& options);
 
-  void before_forward();                                     // broadcasts buffers when asked to
+  void before_forward();                                       // broadcasts buffers when asked to
   void after_forward(const Tensor& output, SteadyTime start);  // arms the reducer
   Reducer& reducer() { return *reducer_; }
   const Reducer& reducer() const { return *reducer_; }

@@ -11,8 +11,8 @@
 #include <limits>
 #include <optional>
 
-#include "core/base/error.h"
-#include "parallel/process_group.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/parallel/process_group.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -121,8 +121,8 @@ LaunchInfo read_launch_info(const InitOptions& options) {
   info.world_size = *world;
   info.rank = *rank;
   RINGGRAD_CHECK(info.world_size >= 1, "init_process_group: expected ", size_name, " >= 1, got ", info.world_size);
-  RINGGRAD_CHECK(info.rank >= 0 && info.rank < info.world_size, "init_process_group: expected 0 <= ", rank_name,
-                 " < ", size_name, " (", info.world_size, "), got ", info.rank);
+  RINGGRAD_CHECK(info.rank >= 0 && info.rank < info.world_size, "init_process_group: expected 0 <= ", rank_name, " < ",
+                 size_name, " (", info.world_size, "), got ", info.rank);
   // srun can start an MPI job itself (srun --mpi=pmi2 sets PMI_* as well as SLURM_*): when Slurm's
   // numbers agree with the chosen family's, Slurm fills in what that family leaves out.
   const bool under_srun = env_int("SLURM_PROCID") == std::optional<int>(info.rank) &&
@@ -153,7 +153,8 @@ LaunchInfo read_launch_info(const InitOptions& options) {
     const std::optional<int> local_size = env_int(local_size_name);
     RINGGRAD_CHECK(!local_size || *local_size >= info.world_size, "init_process_group: this ", family->launcher,
                    " job spans several hosts (", local_size_name, " ", local_size.value_or(0), " < ", family->size, " ",
-                   info.world_size, "), so MASTER_ADDR must name rank 0's host (Open MPI: mpirun -x MASTER_ADDR=<host>)");
+                   info.world_size,
+                   "), so MASTER_ADDR must name rank 0's host (Open MPI: mpirun -x MASTER_ADDR=<host>)");
   }
   if (options.master_port >= 0) {
     info.master_port = options.master_port;
@@ -163,8 +164,10 @@ LaunchInfo read_launch_info(const InitOptions& options) {
     info.master_port = mpi_or_slurm ? 29500 : -1;
   }
   if (info.world_size > 1) {
-    RINGGRAD_CHECK(info.master_port != -1, "init_process_group: MASTER_PORT is not set (rank 0 serves the "
-                   "rendezvous store there)", kHowToLaunch);
+    RINGGRAD_CHECK(info.master_port != -1,
+                   "init_process_group: MASTER_PORT is not set (rank 0 serves the "
+                   "rendezvous store there)",
+                   kHowToLaunch);
     RINGGRAD_CHECK(info.master_port >= 1 && info.master_port <= 65535,
                    "init_process_group: expected MASTER_PORT in 1..65535, got ", info.master_port);
   }
@@ -189,7 +192,8 @@ LaunchInfo read_launch_info(const InitOptions& options) {
   // setup, as it always did; RINGGRAD_TIMEOUT is one knob for both.
   const std::optional<std::chrono::milliseconds> from_env = env_timeout();
   info.timeout = options.timeout.value_or(from_env.value_or(kDefaultTimeout));
-  info.setup_timeout = options.setup_timeout.value_or(options.timeout.value_or(from_env.value_or(kDefaultSetupTimeout)));
+  info.setup_timeout =
+      options.setup_timeout.value_or(options.timeout.value_or(from_env.value_or(kDefaultSetupTimeout)));
   RINGGRAD_CHECK(info.timeout.count() > 0 && info.setup_timeout.count() > 0,
                  "init_process_group: expected positive timeouts, got ", info.timeout.count(), " ms and ",
                  info.setup_timeout.count(), " ms (setup)");

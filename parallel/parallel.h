@@ -2,9 +2,9 @@
 // process groups (init_process_group, the store).
 #pragma once
 
-#include "parallel/comm.h"
-#include "parallel/data_parallel.h"
-#include "parallel/distributed_data_parallel.h"
-#include "parallel/parallel_apply.h"
-#include "parallel/process_group.h"
-#include "parallel/replicate.h"
+#include <ringgrad/parallel/comm.h>
+#include <ringgrad/parallel/data_parallel.h>
+#include <ringgrad/parallel/distributed_data_parallel.h>
+#include <ringgrad/parallel/parallel_apply.h>
+#include <ringgrad/parallel/process_group.h>
+#include <ringgrad/parallel/replicate.h>

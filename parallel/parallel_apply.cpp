@@ -1,10 +1,10 @@
 // parallel/parallel_apply.cpp: fan out to the device workers, wait, report failures by device.
-#include "parallel/parallel_apply.h"
+#include <ringgrad/parallel/parallel_apply.h>
 
 #include <exception>
 #include <future>
 
-#include "core/autograd/grad_mode.h"
+#include <ringgrad/core/autograd/grad_mode.h>
 
 namespace ringgrad {
 namespace parallel {

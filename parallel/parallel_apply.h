@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -34,8 +34,8 @@ std::vector<Interval> run_on_devices(const std::vector<Device>& devices, const s
 template <typename M>
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<M>>& replicas, const std::vector<Tensor>& inputs,
                                    std::vector<Interval>* intervals = nullptr) {
-  RINGGRAD_CHECK(replicas.size() == inputs.size(), "parallel_apply: expected one input per replica (",
-                 replicas.size(), " replicas), got ", inputs.size(), " inputs");
+  RINGGRAD_CHECK(replicas.size() == inputs.size(), "parallel_apply: expected one input per replica (", replicas.size(),
+                 " replicas), got ", inputs.size(), " inputs");
   std::vector<Device> devices;
   for (size_t i = 0; i < inputs.size(); ++i) {
     RINGGRAD_CHECK(replicas[i] != nullptr && inputs[i].defined(), "parallel_apply: replica ", i,
@@ -43,8 +43,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<M>>& replic
     devices.push_back(inputs[i].device());
   }
   std::vector<Tensor> outputs(inputs.size());
-  std::vector<Interval> ran =
-      run_on_devices(devices, [&](size_t i) { outputs[i] = replicas[i]->forward(inputs[i]); });
+  std::vector<Interval> ran = run_on_devices(devices, [&](size_t i) { outputs[i] = replicas[i]->forward(inputs[i]); });
   if (intervals) *intervals = std::move(ran);
   return outputs;
 }

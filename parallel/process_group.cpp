@@ -1,6 +1,6 @@
 // parallel/process_group.cpp: Work, ProcessGroup, the backend registry, and init_process_group()
 // (launch variables: launch_info.cpp).
-#include "parallel/process_group.h"
+#include <ringgrad/parallel/process_group.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,11 +8,11 @@
 #include <mutex>
 #include <utility>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "parallel/nccl/nccl_process_group.h"
-#include "parallel/rendezvous.h"
+#include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
-#include "parallel/socket.h"
+#include <ringgrad/parallel/socket.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -76,9 +76,11 @@ ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout
 // --- init_process_group ---------------------------------------------------------------------------------
 #ifndef RINGGRAD_WITH_NCCL
 bool nccl_available() { return false; }
-std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int, int, int, std::chrono::milliseconds) {
-  throw Error("init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
-              "time); use backend \"ring\"");
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int, int, int,
+                                                      std::chrono::milliseconds) {
+  throw Error(
+      "init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
+      "time); use backend \"ring\"");
 }
 #endif
 
@@ -140,8 +142,9 @@ ProcessGroupFactory find_backend(const std::string& backend) {
     if (it != registry.factories.end()) return it->second;
   }
   if (backend == "nccl" && !nccl_available()) {
-    throw Error("init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
-                "time); use backend \"ring\"");
+    throw Error(
+        "init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
+        "time); use backend \"ring\"");
   }
   const std::string no_nccl = nccl_available() ? "" : "; \"nccl\" needs a build with CUDA and NCCL";
   throw Error(detail::str("init_process_group: expected backend ", quoted_names(registered_process_group_backends()),
@@ -161,7 +164,8 @@ int store_port(const LaunchInfo& info) {
     return static_cast<int>(port);
   }
   if (!info.torchrun_agent_store) return info.master_port;
-  RINGGRAD_CHECK(info.master_port < 65535, "init_process_group: under torchrun ringgrad's store uses MASTER_PORT + 1, "
+  RINGGRAD_CHECK(info.master_port < 65535,
+                 "init_process_group: under torchrun ringgrad's store uses MASTER_PORT + 1, "
                  "and MASTER_PORT is 65535; set RINGGRAD_STORE_PORT");
   return info.master_port + 1;
 }
@@ -190,8 +194,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
   if (info.world_size > 1) {
     const int port = store_port(info);
     if (info.rank == 0 && port != info.master_port) {
-      std::fprintf(stderr, "init_process_group: torchrun's agent serves its own store on MASTER_PORT %d, so ringgrad's "
-                   "store uses port %d (RINGGRAD_STORE_PORT chooses another)\n", info.master_port, port);
+      std::fprintf(stderr,
+                   "init_process_group: torchrun's agent serves its own store on MASTER_PORT %d, so ringgrad's "
+                   "store uses port %d (RINGGRAD_STORE_PORT chooses another)\n",
+                   info.master_port, port);
     }
     warn_if_unauthenticated(info, port);
     const std::string address = info.master_addr + ":" + std::to_string(port);
@@ -207,12 +213,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
       // The one case whose cause the socket layer cannot know: torchrun holding the port.
       const bool in_use = std::string(e.what()).find("in use") != std::string::npos;
       if (in_use && std::getenv("TORCHELASTIC_RUN_ID") != nullptr) {
-        throw Error(detail::str(e.what(), " -- this process runs under torchrun, whose agent may hold that port; set "
+        throw Error(detail::str(e.what(),
+                                " -- this process runs under torchrun, whose agent may hold that port; set "
                                 "RINGGRAD_STORE_PORT to a free port, the same on every rank"));
       }
       if (info.rank == 0) throw;
-      throw Error(detail::str("init_process_group: rank ", info.rank, " of ", info.world_size,
-                              " (launched by ", info.launcher, ") cannot meet rank 0's store at ", address, ": ", e.what()));
+      throw Error(detail::str("init_process_group: rank ", info.rank, " of ", info.world_size, " (launched by ",
+                              info.launcher, ") cannot meet rank 0's store at ", address, ": ", e.what()));
     }
     rendezvous(*store, {info.rank, info.world_size, address, info.job_id}, info.setup_timeout);
   }

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
-#include "parallel/store.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/parallel/store.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -113,12 +113,31 @@ struct InitOptions {
   // ring only: "auto" (shared memory when every rank is on this host, else TCP), "tcp" or "shm".
   std::string transport = "auto";
 
-  InitOptions& with_rank(int r) { rank = r; return *this; }
-  InitOptions& with_world_size(int w) { world_size = w; return *this; }
-  InitOptions& with_master(std::string addr, int port) { master_addr = std::move(addr); master_port = port; return *this; }
-  InitOptions& with_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
-  InitOptions& with_setup_timeout(std::chrono::milliseconds t) { setup_timeout = t; return *this; }
-  InitOptions& with_transport(std::string t) { transport = std::move(t); return *this; }
+  InitOptions& with_rank(int r) {
+    rank = r;
+    return *this;
+  }
+  InitOptions& with_world_size(int w) {
+    world_size = w;
+    return *this;
+  }
+  InitOptions& with_master(std::string addr, int port) {
+    master_addr = std::move(addr);
+    master_port = port;
+    return *this;
+  }
+  InitOptions& with_timeout(std::chrono::milliseconds t) {
+    timeout = t;
+    return *this;
+  }
+  InitOptions& with_setup_timeout(std::chrono::milliseconds t) {
+    setup_timeout = t;
+    return *this;
+  }
+  InitOptions& with_transport(std::string t) {
+    transport = std::move(t);
+    return *this;
+  }
 };
 
 constexpr std::chrono::milliseconds kDefaultTimeout{300000};      // collectives, as PyTorch's gloo
@@ -136,7 +155,7 @@ struct LaunchInfo {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   std::string launcher = "explicit options";  // which source gave rank and world size, for messages
-  bool torchrun_agent_store = false;  // torchrun's agent already serves a TCPStore on MASTER_PORT
+  bool torchrun_agent_store = false;          // torchrun's agent already serves a TCPStore on MASTER_PORT
   // The launcher's name for this job ("slurm 4242.0", "open-mpi 1273495553", "torchrun <run id>"),
   // "" when it gives none. Ranks that meet at a store whose rank 0 has another job id fail at once:
   // two jobs on one MASTER_PORT must not build one ring.

@@ -1,15 +1,15 @@
 // parallel/reducer.cpp: buckets, the gradient hooks, launching in order, and the final callback.
-#include "parallel/reducer.h"
+#include <ringgrad/parallel/reducer.h>
 
 #include <algorithm>
 #include <mutex>
 #include <unordered_set>
 
-#include "core/autograd/engine.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/ops.h"
-#include "parallel/bucket_assignment.h"
+#include <ringgrad/core/autograd/engine.h>
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/parallel/bucket_assignment.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -42,12 +42,12 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   std::vector<Param> params;
   std::vector<Bucket> buckets;
   std::vector<bool> param_ready;
-  size_t next_launch = 0;       // buckets launch in index order: the next one allowed to go
-  bool armed = false;           // a synchronised backward is expected
+  size_t next_launch = 0;  // buckets launch in index order: the next one allowed to go
+  bool armed = false;      // a synchronised backward is expected
   bool callback_queued = false;
-  std::vector<int> unused;      // find_unused_parameters: not reached from the output; marked at backward start
+  std::vector<int> unused;  // find_unused_parameters: not reached from the output; marked at backward start
   bool require_sync = true;
-  DDPTimings current, last;     // the step being run, the last one finished
+  DDPTimings current, last;  // the step being run, the last one finished
   mutable std::mutex mutex;
 
   // Waits for every all-reduce still in flight, ignoring its outcome: a step whose backward never
@@ -90,7 +90,8 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   // Parameter i's gradient for this step (undefined: it has none; its slot counts as zero).
   void mark_ready(int i, const Tensor& grad) {
     const Param& p = params[i];
-    RINGGRAD_CHECK(!param_ready[i], "DistributedDataParallel: parameter '", p.name, "' was marked ready twice in one "
+    RINGGRAD_CHECK(!param_ready[i], "DistributedDataParallel: parameter '", p.name,
+                   "' was marked ready twice in one "
                    "step (its gradient arrived twice within one backward, e.g. from a reentrant backward, which "
                    "is not supported)");
     param_ready[i] = true;
@@ -158,8 +159,11 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
       for (size_t k = 0; k < missing.size() && k < 10; ++k) names += (k ? ", " : "") + missing[k];
       if (missing.size() > 10) names += detail::str(" and ", missing.size() - 10, " more");
       reset_step();
-      throw Error(detail::str("DistributedDataParallel: ", missing.size(), " parameter(s) received no gradient in this "
-                              "backward: ", names, ". Their buckets could not be reduced. If the model does not use "
+      throw Error(detail::str("DistributedDataParallel: ", missing.size(),
+                              " parameter(s) received no gradient in this "
+                              "backward: ",
+                              names,
+                              ". Their buckets could not be reduced. If the model does not use "
                               "every parameter in every step, pass DDPOptions().find_unused_parameters(true); if a "
                               "parameter is never used, remove it or set requires_grad_(false)"));
     }
@@ -207,9 +211,11 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
   s.options = options;
   for (const auto& [name, t] : parameters) {
     if (!t.requires_grad()) continue;  // frozen parameters are not reduced
-    RINGGRAD_CHECK(t.device() == parameters.front().second.device(), "DistributedDataParallel: expected every "
-                   "parameter on one device (one process per device), got '", parameters.front().first, "' on ",
-                   parameters.front().second.device(), " and '", name, "' on ", t.device());
+    RINGGRAD_CHECK(t.device() == parameters.front().second.device(),
+                   "DistributedDataParallel: expected every "
+                   "parameter on one device (one process per device), got '",
+                   parameters.front().first, "' on ", parameters.front().second.device(), " and '", name, "' on ",
+                   t.device());
     s.params.push_back({name, t, 0, 0});
   }
 
@@ -217,7 +223,8 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
   // first, so the first bucket is ready earliest and its all-reduce overlaps the rest of backward.
   // Which parameter goes where is bucket_assignment.h's; here each bucket gets its flat buffer.
   std::vector<BucketParam> sizes;
-  for (const State::Param& p : s.params) sizes.push_back({p.tensor.numel() * p.tensor.element_size(), p.tensor.dtype()});
+  for (const State::Param& p : s.params)
+    sizes.push_back({p.tensor.numel() * p.tensor.element_size(), p.tensor.dtype()});
   const std::vector<std::vector<size_t>> layout = assign_buckets(
       sizes, bucket_cap_bytes_from_mb(options.first_bucket_cap_mb_), bucket_cap_bytes_from_mb(options.bucket_cap_mb_));
   for (const std::vector<size_t>& members : layout) {

@@ -26,8 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "parallel/process_group.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/parallel/process_group.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -35,19 +35,37 @@ namespace parallel {
 // PyTorch's DistributedDataParallel arguments, plus `overlap` for the benchmarks (7/8), which switch
 // off what makes DDP fast to show what each part is worth.
 struct DDPOptions {
-  double bucket_cap_mb_ = 25;        // bucket size (MiB); 0: every parameter its own bucket
-  double first_bucket_cap_mb_ = 1;   // the first bucket (the last layers), small so it is ready early
-  bool broadcast_buffers_ = true;    // rank 0's buffers to every rank before each forward
+  double bucket_cap_mb_ = 25;             // bucket size (MiB); 0: every parameter its own bucket
+  double first_bucket_cap_mb_ = 1;        // the first bucket (the last layers), small so it is ready early
+  bool broadcast_buffers_ = true;         // rank 0's buffers to every rank before each forward
   bool gradient_as_bucket_view_ = false;  // .grad becomes a view of its bucket: no copy back
   bool find_unused_parameters_ = false;   // walk the graph after forward; unused parameters count as ready
-  bool overlap_ = true;              // false: all-reduce every bucket only after backward has finished
+  bool overlap_ = true;                   // false: all-reduce every bucket only after backward has finished
 
-  DDPOptions& bucket_cap_mb(double mb) { bucket_cap_mb_ = mb; return *this; }
-  DDPOptions& first_bucket_cap_mb(double mb) { first_bucket_cap_mb_ = mb; return *this; }
-  DDPOptions& broadcast_buffers(bool on) { broadcast_buffers_ = on; return *this; }
-  DDPOptions& gradient_as_bucket_view(bool on) { gradient_as_bucket_view_ = on; return *this; }
-  DDPOptions& find_unused_parameters(bool on) { find_unused_parameters_ = on; return *this; }
-  DDPOptions& overlap(bool on) { overlap_ = on; return *this; }
+  DDPOptions& bucket_cap_mb(double mb) {
+    bucket_cap_mb_ = mb;
+    return *this;
+  }
+  DDPOptions& first_bucket_cap_mb(double mb) {
+    first_bucket_cap_mb_ = mb;
+    return *this;
+  }
+  DDPOptions& broadcast_buffers(bool on) {
+    broadcast_buffers_ = on;
+    return *this;
+  }
+  DDPOptions& gradient_as_bucket_view(bool on) {
+    gradient_as_bucket_view_ = on;
+    return *this;
+  }
+  DDPOptions& find_unused_parameters(bool on) {
+    find_unused_parameters_ = on;
+    return *this;
+  }
+  DDPOptions& overlap(bool on) {
+    overlap_ = on;
+    return *this;
+  }
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -62,11 +80,11 @@ struct BucketTiming {
 
 // Where the last synchronised step's time went, for the DP-vs-DDP benchmark and its traces.
 struct DDPTimings {
-  int64_t step = 0;                 // synchronised backward passes so far
-  double forward_us = 0;            // DistributedDataParallel::forward (with the buffer broadcast)
-  double backward_us = 0;           // from the start of backward to its last node (compute)
-  double exposed_comm_us = 0;       // waiting for all-reduces after backward: communication not hidden
-  double copy_back_us = 0;          // writing averaged gradients into .grad
+  int64_t step = 0;            // synchronised backward passes so far
+  double forward_us = 0;       // DistributedDataParallel::forward (with the buffer broadcast)
+  double backward_us = 0;      // from the start of backward to its last node (compute)
+  double exposed_comm_us = 0;  // waiting for all-reduces after backward: communication not hidden
+  double copy_back_us = 0;     // writing averaged gradients into .grad
   SteadyTime forward_start, backward_start, backward_end, step_end;
   std::vector<BucketTiming> buckets;
 };

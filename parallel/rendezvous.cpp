@@ -8,7 +8,7 @@
 //   rendezvous/done         ... which every rank waits for
 // Waiting on one key keeps the store's work per arrival constant; which ranks are missing is only
 // worked out when there is something to report, from the joined keys.
-#include "parallel/rendezvous.h"
+#include <ringgrad/parallel/rendezvous.h>
 
 #include <unistd.h>
 
@@ -16,8 +16,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/base/error.h"
-#include "parallel/socket.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/parallel/socket.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -68,8 +68,9 @@ void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
   } else {
     const std::string theirs = store.get_string("rendezvous/job");
     RINGGRAD_CHECK(theirs.empty() || me.job_id.empty() || theirs == me.job_id, "init_process_group: the store at ",
-                   me.store_address, " belongs to another job (its rank 0 was started as ", theirs,
-                   ", this rank as ", me.job_id, "); do two jobs share MASTER_ADDR and MASTER_PORT? Give each "
+                   me.store_address, " belongs to another job (its rank 0 was started as ", theirs, ", this rank as ",
+                   me.job_id,
+                   "); do two jobs share MASTER_ADDR and MASTER_PORT? Give each "
                    "its own MASTER_PORT");
   }
 
@@ -113,8 +114,9 @@ void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
   for (;;) {
     const net::Clock::time_point now = net::Clock::now();
     if (now >= deadline) {
-      throw Error(detail::str("init_process_group: rendezvous timed out after ", timeout.count(), " ms: ",
-                              progress(missing_ranks(store, world_size)), ", which never arrived. Is every rank "
+      throw Error(detail::str("init_process_group: rendezvous timed out after ", timeout.count(),
+                              " ms: ", progress(missing_ranks(store, world_size)),
+                              ", which never arrived. Is every rank "
                               "started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE? (RINGGRAD_TIMEOUT="
                               "seconds waits longer)"));
     }

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <string>
 
-#include "parallel/store.h"
+#include <ringgrad/parallel/store.h>
 
 namespace ringgrad {
 namespace parallel {

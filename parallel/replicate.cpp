@@ -1,9 +1,9 @@
 // parallel/replicate.cpp: clone once per device, then point every replica at broadcast copies.
-#include "parallel/replicate.h"
+#include <ringgrad/parallel/replicate.h>
 
 #include <algorithm>
 
-#include "core/autograd/node.h"
+#include <ringgrad/core/autograd/node.h>
 
 namespace ringgrad {
 namespace parallel {

@@ -15,9 +15,9 @@
 #include <memory>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/module.h"
-#include "parallel/comm.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/module.h>
+#include <ringgrad/parallel/comm.h>
 
 namespace ringgrad {
 namespace parallel {

@@ -8,7 +8,7 @@
 //   - Every fd is created close-on-exec, so a process the job forks never inherits a connection
 //     (which would keep it open after its owner died, hiding the death from the peer).
 // Every call is retried when a signal interrupts it (EINTR).
-#include "parallel/socket.h"
+#include <ringgrad/parallel/socket.h>
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -26,7 +26,7 @@
 #include <system_error>
 #include <thread>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -199,8 +199,8 @@ void Socket::recv_all(void* data, size_t n, Deadline deadline, const std::string
       throw_closed(what, peer_, "received", got, n);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!wait_ready(fd_, POLLIN, deadline))
-        throw Error(str(what, ": timed out after ", waited_ms, " ms waiting for ", peer_,
-                        progress("received", got, n)));
+        throw Error(
+            str(what, ": timed out after ", waited_ms, " ms waiting for ", peer_, progress("received", got, n)));
     } else if (errno != EINTR) {
       throw Error(str(what, ": recv from ", peer_, " failed: ", errno_text(errno), progress("received", got, n)));
     }
@@ -252,8 +252,7 @@ void Socket::set_nonblocking(bool on) const {
 // ---- Listener ----------------------------------------------------------------------------------
 
 Listener::Listener(const std::string& host, int port) : host_(host) {
-  RINGGRAD_CHECK(port >= 0 && port <= 65535, "Listener: expected a port in [0, 65535] (0 = any free port), got ",
-                 port);
+  RINGGRAD_CHECK(port >= 0 && port <= 65535, "Listener: expected a port in [0, 65535] (0 = any free port), got ", port);
   const std::string where = host_port(host, port);
   int gai_error = 0;
   const AddrList addrs = resolve(host, port, &gai_error);
@@ -270,7 +269,8 @@ Listener::Listener(const std::string& host, int port) : host_(host) {
   if (::bind(socket_.fd(), addr.ai_addr, addr.ai_addrlen) < 0) {
     const int err = errno;
     if (err == EADDRINUSE)
-      throw Error(str("Listener: cannot listen on ", where, ": address already in use (another process, perhaps an "
+      throw Error(str("Listener: cannot listen on ", where,
+                      ": address already in use (another process, perhaps an "
                       "earlier job, holds this port; pick another port, or 0 for any free one)"));
     throw Error(str("Listener: cannot bind ", where, ": ", errno_text(err)));
   }
@@ -305,8 +305,8 @@ Socket Listener::accept(Deadline deadline, const std::string& what) const {
     Socket s = try_accept();
     if (s.valid()) return s;
     if (!wait_ready(socket_.fd(), POLLIN, deadline))
-      throw Error(str(what, ": timed out after ", waited_ms, " ms waiting for a connection on ",
-                      host_port(host_, port_)));
+      throw Error(
+          str(what, ": timed out after ", waited_ms, " ms waiting for a connection on ", host_port(host_, port_)));
   }
 }
 
@@ -321,8 +321,8 @@ Socket connect_to(const std::string& host, int port, Deadline deadline, const st
     int gai_error = 0;
     const AddrList addrs = resolve(host, port, &gai_error);
     // EAI_AGAIN: the resolver is briefly unavailable, worth retrying; any other failure is final.
-    RINGGRAD_CHECK(addrs || gai_error == EAI_AGAIN, what, ": cannot resolve host '", host, "': ",
-                   ::gai_strerror(gai_error));
+    RINGGRAD_CHECK(addrs || gai_error == EAI_AGAIN, what, ": cannot resolve host '", host,
+                   "': ", ::gai_strerror(gai_error));
     std::string why = str("cannot resolve host '", host, "': ", ::gai_strerror(gai_error));
     if (addrs) {
       // Try every address the name has (localhost may be ::1 and 127.0.0.1; the server binds one).

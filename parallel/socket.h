@@ -54,8 +54,8 @@ class Socket {
   size_t send_some(const void* data, size_t n, const std::string& what) const;
   size_t recv_some(void* data, size_t n, const std::string& what) const;
 
-  void set_nodelay() const;                 // TCP_NODELAY: small messages (store, latency) go out at once
-  void set_buffer_sizes(int bytes) const;   // SO_SNDBUF/SO_RCVBUF: large transfers keep the link busy
+  void set_nodelay() const;                // TCP_NODELAY: small messages (store, latency) go out at once
+  void set_buffer_sizes(int bytes) const;  // SO_SNDBUF/SO_RCVBUF: large transfers keep the link busy
   void set_nonblocking(bool on) const;
 
  private:

@@ -52,7 +52,9 @@ class Store {
   std::chrono::milliseconds timeout() const;
 
   // Helpers for text values.
-  void set(const std::string& key, const std::string& value) { set(key, std::vector<uint8_t>(value.begin(), value.end())); }
+  void set(const std::string& key, const std::string& value) {
+    set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
   std::string get_string(const std::string& key) {
     const std::vector<uint8_t> v = get(key);
     return std::string(v.begin(), v.end());
@@ -96,23 +98,41 @@ inline std::chrono::milliseconds Store::timeout() const {
 }
 
 struct TCPStoreOptions {
-  std::string host = "127.0.0.1";  // the server binds here (not to every interface); clients connect here
-  int port = 29500;                // 0 on the server: pick a free port (read it back with port())
-  bool is_server = false;          // rank 0: serve the store in a background thread, and be a client too
+  std::string host = "127.0.0.1";             // the server binds here (not to every interface); clients connect here
+  int port = 29500;                           // 0 on the server: pick a free port (read it back with port())
+  bool is_server = false;                     // rank 0: serve the store in a background thread, and be a client too
   std::chrono::milliseconds timeout{300000};  // connecting, and every blocking get/wait
-  std::string token;               // job token sent/checked first on every connection ("" = none)
+  std::string token;                          // job token sent/checked first on every connection ("" = none)
   // Print a line to stderr at a slow rhythm while the constructor waits for the server to listen
   // ("rendezvous: waiting for the store at host:port ..."), so a rank whose rank 0 never starts
   // does not wait in silence. init_process_group turns it on.
   bool report_waiting = false;
   int64_t max_value_bytes = 64ll << 20;
 
-  TCPStoreOptions& with_host(std::string h) { host = std::move(h); return *this; }
-  TCPStoreOptions& with_port(int p) { port = p; return *this; }
-  TCPStoreOptions& server(bool on = true) { is_server = on; return *this; }
-  TCPStoreOptions& with_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
-  TCPStoreOptions& with_token(std::string t) { token = std::move(t); return *this; }
-  TCPStoreOptions& reporting_waits(bool on = true) { report_waiting = on; return *this; }
+  TCPStoreOptions& with_host(std::string h) {
+    host = std::move(h);
+    return *this;
+  }
+  TCPStoreOptions& with_port(int p) {
+    port = p;
+    return *this;
+  }
+  TCPStoreOptions& server(bool on = true) {
+    is_server = on;
+    return *this;
+  }
+  TCPStoreOptions& with_timeout(std::chrono::milliseconds t) {
+    timeout = t;
+    return *this;
+  }
+  TCPStoreOptions& with_token(std::string t) {
+    token = std::move(t);
+    return *this;
+  }
+  TCPStoreOptions& reporting_waits(bool on = true) {
+    report_waiting = on;
+    return *this;
+  }
 };
 
 class TCPStore : public Store {

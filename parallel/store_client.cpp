@@ -11,9 +11,9 @@
 #include <optional>
 #include <utility>
 
-#include "core/base/error.h"
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/parallel/socket.h>
+#include <ringgrad/parallel/store.h>
 #include "parallel/store_protocol.h"
 #include "parallel/store_server.h"
 
@@ -125,8 +125,7 @@ void TCPStore::Impl::connect(milliseconds timeout) {
   const std::string ours = options.token.empty() ? "sends none" : str("sends one of ", options.token.size(), " bytes");
   uint8_t status = 0xff;
   switch (net::handshake(s, options.token, request_header(Command::Ping, {}), handshake, status)) {
-    case net::Handshake::Answered:
-      break;
+    case net::Handshake::Answered: break;
     case net::Handshake::Closed:
       throw Error(str("TCPStore: the store at ", address, " did not accept this connection: it closed it without ",
                       "answering the handshake, as a ringgrad store does when the job token differs. Every process ",

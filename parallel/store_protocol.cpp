@@ -10,7 +10,7 @@
 #include <system_error>
 #include <utility>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -27,12 +27,9 @@ bool known_command(uint8_t c) {
 bool key_count_ok(Command command, uint32_t n) {
   switch (command) {
     case Command::Wait:
-    case Command::Check:
-      return n <= kMaxKeys;
-    case Command::Ping:
-      return n == 0;
-    default:
-      return n == 1;  // set, get, add, delete
+    case Command::Check: return n <= kMaxKeys;
+    case Command::Ping: return n == 0;
+    default: return n == 1;  // set, get, add, delete
   }
 }
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/socket.h"
+#include <ringgrad/parallel/socket.h>
 
 namespace ringgrad {
 namespace parallel {

@@ -18,7 +18,7 @@
 #include <system_error>
 #include <utility>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -237,9 +237,7 @@ void StoreServer::execute(ConnId id, Connection& c, Request req) {
     case Command::Wait:
       hold(id, c, std::move(req));  // answered at once when its keys exist
       return;
-    case Command::Add:
-      add(c, key, req.number);
-      return;
+    case Command::Add: add(c, key, req.number); return;
     case Command::Check:
       put_u8(c.out, static_cast<uint8_t>(Status::Ok));
       put_u8(c.out, missing(req.keys).empty() ? 1 : 0);
@@ -248,9 +246,7 @@ void StoreServer::execute(ConnId id, Connection& c, Request req) {
       put_u8(c.out, static_cast<uint8_t>(Status::Ok));
       put_u8(c.out, data_.erase(key) > 0 ? 1 : 0);
       return;
-    case Command::Ping:
-      put_u8(c.out, static_cast<uint8_t>(Status::Ok));
-      return;
+    case Command::Ping: put_u8(c.out, static_cast<uint8_t>(Status::Ok)); return;
   }
 }
 

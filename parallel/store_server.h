@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include <ringgrad/parallel/socket.h>
+#include <ringgrad/parallel/store.h>
 #include "parallel/store_protocol.h"
 
 namespace ringgrad {

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/gradcheck.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/gradcheck.h>
 
 namespace ringgrad::test {
 
@@ -63,8 +63,8 @@ class TempDir {
  public:
   TempDir() {
     static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("ringgrad_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path_ =
+        fs::temp_directory_path() / ("ringgrad_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }

@@ -90,8 +90,9 @@ void check_args(ringgrad::cli::FlagParser& flags, int argc, char** argv, ringgra
     flags.fail("--node-rank expects a value in [0, " + std::to_string(job.nnodes - 1) + "] for --nnodes " +
                std::to_string(job.nnodes) + ", got " + std::to_string(job.node_rank));
   if (job.nnodes > 1 && job.master_port == 0)
-    flags.fail("--master-port 0 (pick a free port) works only with --nnodes 1: the other nodes could not "
-               "learn the port; give every node the same fixed --master-port");
+    flags.fail(
+        "--master-port 0 (pick a free port) works only with --nnodes 1: the other nodes could not "
+        "learn the port; give every node the same fixed --master-port");
 }
 
 // The job ringrun's command line asks for. --help prints the help and exits 0; bad usage prints

@@ -81,7 +81,7 @@ ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_
     const parallel::DDPTimings t = ddp.timings();
     double comm_ms = 0;  // the all-reduces run one after another on the communication thread
     for (const parallel::BucketTiming& b : t.buckets) comm_ms += ms(b.comm_end - b.comm_start);
-    parts["forward"].push_back(ms(t1 - t0));  // zero_grad + forward + loss, as in every mode
+    parts["forward"].push_back(ms(t1 - t0));           // zero_grad + forward + loss, as in every mode
     parts["backward"].push_back(t.backward_us / 1e3);  // compute only: without the wait and copy back
     parts["comm"].push_back(comm_ms);
     parts["exposed_comm"].push_back(t.exposed_comm_us / 1e3);
@@ -89,7 +89,8 @@ ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_
     if (s >= o.warmup + o.steps - o.trace_steps) {
       trace.slice(rank, 0, "forward", t0, t1, {{"step", s}});
       trace.slice(rank, 0, "backward", t.backward_start, t.backward_end, {{"step", s}});
-      trace.slice(rank, 0, "wait for all-reduce", t.backward_end, plus_us(t.backward_end, t.exposed_comm_us), {{"step", s}});
+      trace.slice(rank, 0, "wait for all-reduce", t.backward_end, plus_us(t.backward_end, t.exposed_comm_us),
+                  {{"step", s}});
       trace.slice(rank, 0, "optimizer", t2, t3, {{"step", s}});
       for (const parallel::BucketTiming& b : t.buckets) {
         trace.instant(rank, 0, "bucket " + std::to_string(b.index) + " ready", b.ready);
@@ -141,7 +142,8 @@ double time_allreduce_us(parallel::ProcessGroup& pg, int64_t bytes, Device devic
 int run_ddp_rank(const Options& o) {
   CountingHostAllocator::install();
   const char* result_file = std::getenv("BENCH_RESULT_FILE");
-  RINGGRAD_CHECK(result_file != nullptr, "dp_vs_ddp: a rank needs BENCH_RESULT_FILE (dp_vs_ddp starts its own ranks: "
+  RINGGRAD_CHECK(result_file != nullptr,
+                 "dp_vs_ddp: a rank needs BENCH_RESULT_FILE (dp_vs_ddp starts its own ranks: "
                  "run it directly, not under ringrun or torchrun)");
   const int gpus = o.device == "cuda" ? cuda_device_count() : 0;
   RINGGRAD_CHECK(o.device != "cuda" || gpus > 0, "dp_vs_ddp: --device cuda, but this process sees no GPU");
@@ -175,7 +177,8 @@ int run_ddp_rank(const Options& o) {
     }
     if (rank != 0) continue;
     std::ofstream(result_side_file(result_file, "params." + v.id()), std::ios::binary)
-        .write(reinterpret_cast<const char*>(params.data()), static_cast<std::streamsize>(params.size() * sizeof(double)));
+        .write(reinterpret_cast<const char*>(params.data()),
+               static_cast<std::streamsize>(params.size() * sizeof(double)));
     out << nlohmann::json{{"result", to_wire(r)}}.dump() << std::endl;
   }
   if (o.scaling_model) {
@@ -186,8 +189,13 @@ int run_ddp_rank(const Options& o) {
     const double small_us = time_allreduce_us(*pg, 4096, device);
     const double large_us = time_allreduce_us(*pg, large_bytes, device);
     if (rank == 0)
-      out << nlohmann::json{{"allreduce", {{"ranks", pg->size()}, {"backend", backend}, {"small_bytes", 4096},
-                                           {"small_us", small_us}, {"large_bytes", large_bytes}, {"large_us", large_us}}}}
+      out << nlohmann::json{{"allreduce",
+                             {{"ranks", pg->size()},
+                              {"backend", backend},
+                              {"small_bytes", 4096},
+                              {"small_us", small_us},
+                              {"large_bytes", large_bytes},
+                              {"large_us", large_us}}}}
                  .dump()
           << std::endl;
   }

@@ -39,8 +39,8 @@ using namespace ringgrad;
 namespace bench {
 namespace {
 
-const std::vector<std::string> kAllModes = {"single", "dp", "ddp-naive", "ddp-flat", "ddp-overlap", "ddp-bucketed",
-                                            "ddp-no_sync"};
+const std::vector<std::string> kAllModes = {"single",      "dp",           "ddp-naive",  "ddp-flat",
+                                            "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -102,7 +102,8 @@ Options parse(int argc, char** argv) {
     o.layers.push_back(10);
   }
   if (o.layers.size() < 2)
-    flags.exit_with_usage("--layers expects at least two sizes (input and output), got " + std::to_string(o.layers.size()));
+    flags.exit_with_usage("--layers expects at least two sizes (input and output), got " +
+                          std::to_string(o.layers.size()));
   if (o.batch % o.devices != 0)
     flags.exit_with_usage("--batch must divide by --devices (every rank gets batch / N), got --batch " +
                           std::to_string(o.batch) + " and --devices " + std::to_string(o.devices));
@@ -149,7 +150,8 @@ void run_ddp(Run& run, int argc, char** argv, const std::vector<double>& single_
     std::ifstream p(params_file, std::ios::binary);
     p.read(reinterpret_cast<char*>(params.data()), static_cast<std::streamsize>(params.size() * sizeof(double)));
     r.max_abs_diff = p.gcount() == static_cast<std::streamsize>(params.size() * sizeof(double))
-                         ? max_abs_diff(params, single_params) : INFINITY;
+                         ? max_abs_diff(params, single_params)
+                         : INFINITY;
     std::remove(params_file.c_str());
     if (!o.trace_dir.empty()) {
       Trace merged;
@@ -176,10 +178,10 @@ void run_torch(Run& run) {
   caps = fmt(ref ? ref->cap_mb : 25.0, 6);
   const std::string cmd = "timeout 900 " + shell_quote(o.python) + " " +
                           shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/compare/torch_dp_vs_ddp.py") + " --layers " +
-                          layers + " --global-batch " + std::to_string(o.batch) + " --devices " + std::to_string(o.devices) +
-                          " --steps " + std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --lr " +
-                          fmt(o.lr, 17) + " --caps " + caps + " --device " + o.device + " --threads-per-device " +
-                          std::to_string(o.threads_per_device()) + " 2>/dev/null";
+                          layers + " --global-batch " + std::to_string(o.batch) + " --devices " +
+                          std::to_string(o.devices) + " --steps " + std::to_string(o.steps) + " --warmup " +
+                          std::to_string(o.warmup) + " --lr " + fmt(o.lr, 17) + " --caps " + caps + " --device " +
+                          o.device + " --threads-per-device " + std::to_string(o.threads_per_device()) + " 2>/dev/null";
   std::printf("# pytorch: %s\n", cmd.c_str());
   std::fflush(stdout);
   std::string text;
@@ -236,7 +238,8 @@ int run_parent(const Options& o, int argc, char** argv) {
   Run run;
   run.options = o;
   const Data data = make_data(o);
-  for (const Tensor& p : make_model(o, Device::cpu())->parameters()) run.param_bytes.push_back(p.numel() * p.element_size());
+  for (const Tensor& p : make_model(o, Device::cpu())->parameters())
+    run.param_bytes.push_back(p.numel() * p.element_size());
 
   std::optional<Trace> trace;
   auto start_trace = [&]() -> Trace* { return o.trace_dir.empty() ? nullptr : &trace.emplace(); };
@@ -278,11 +281,13 @@ int main(int argc, char** argv) {
     // alone: it cannot be one rank among others of someone else's job.
     if (std::getenv("BENCH_RESULT_FILE") != nullptr) return bench::run_ddp_rank(o);
     if (const std::optional<bench::JobEnvironment> job = bench::job_from_environment()) {
-      const std::string whose = job->launcher.empty() ? "the job in the environment" : "the job " + job->launcher + " started";
+      const std::string whose =
+          job->launcher.empty() ? "the job in the environment" : "the job " + job->launcher + " started";
       // Every rank says it: whichever exits first ends the job, perhaps before rank 0 has printed.
-      std::fprintf(stderr, "dp_vs_ddp: runs single and dp in this process and starts its own %d DDP processes, so it "
-                   "cannot be rank %d of %d of %s; run it directly (--devices N)\n", o.devices, job->rank,
-                   job->world_size, whose.c_str());
+      std::fprintf(stderr,
+                   "dp_vs_ddp: runs single and dp in this process and starts its own %d DDP processes, so it "
+                   "cannot be rank %d of %d of %s; run it directly (--devices N)\n",
+                   o.devices, job->rank, job->world_size, whose.c_str());
       return 2;
     }
     return bench::run_parent(o, argc, argv);

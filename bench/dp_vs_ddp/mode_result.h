@@ -13,12 +13,12 @@
 namespace bench {
 
 struct ModeResult {
-  std::string mode;          // single, dp, ddp-naive, ..., torch-ddp
-  std::string id;            // unique per row: mode, or "ddp-bucketed-25MB"
+  std::string mode;                 // single, dp, ddp-naive, ..., torch-ddp
+  std::string id;                   // unique per row: mode, or "ddp-bucketed-25MB"
   std::string source = "ringgrad";  // or "pytorch"
   int devices = 1;
-  double cap_mb = NAN;              // ddp-bucketed's bucket_cap_mb
-  std::vector<double> step_ms;      // one per timed step; DDP: the slowest rank's
+  double cap_mb = NAN;          // ddp-bucketed's bucket_cap_mb
+  std::vector<double> step_ms;  // one per timed step; DDP: the slowest rank's
   // Medians over the timed steps (DDP: averaged over ranks). Keys by family:
   //   single: forward, backward, optimizer
   //   dp:     scatter, replicate, apply, gather, backward, reduce (inside backward), optimizer
@@ -41,13 +41,23 @@ struct ModeResult {
   }
 };
 
-inline nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+inline nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 
 // Carries a result from a rank to the parent (one JSON line each) -- everything but derived values.
 inline nlohmann::json to_wire(const ModeResult& r) {
-  return {{"mode", r.mode}, {"id", r.id}, {"source", r.source}, {"devices", r.devices}, {"cap_mb", number_or_null(r.cap_mb)},
-          {"step_ms", r.step_ms}, {"breakdown_ms", r.breakdown_ms}, {"peak_memory_mb", r.peak_memory_mb},
-          {"replicas_identical", r.replicas_identical}, {"checked", r.checked}, {"note", r.note}};
+  return {{"mode", r.mode},
+          {"id", r.id},
+          {"source", r.source},
+          {"devices", r.devices},
+          {"cap_mb", number_or_null(r.cap_mb)},
+          {"step_ms", r.step_ms},
+          {"breakdown_ms", r.breakdown_ms},
+          {"peak_memory_mb", r.peak_memory_mb},
+          {"replicas_identical", r.replicas_identical},
+          {"checked", r.checked},
+          {"note", r.note}};
 }
 
 inline ModeResult from_wire(const nlohmann::json& j) {

@@ -65,8 +65,10 @@ inline double peak_memory_mb(ringgrad::Device device) {
 }
 
 inline void reset_peak_memory(ringgrad::Device device) {
-  if (device.is_cuda()) ringgrad::cuda_reset_peak_memory_stats(device.index);
-  else CountingHostAllocator::instance().reset_peak(device.index);
+  if (device.is_cuda())
+    ringgrad::cuda_reset_peak_memory_stats(device.index);
+  else
+    CountingHostAllocator::instance().reset_peak(device.index);
 }
 
 }  // namespace bench

@@ -55,7 +55,8 @@ double compute_ms(const ModeResult& r) {
   return r.breakdown("forward") + r.breakdown("backward");
 }
 double copies_ms(const ModeResult& r) {
-  if (r.mode == "dp") return r.breakdown("scatter") + r.breakdown("replicate") + r.breakdown("gather") + r.breakdown("reduce");
+  if (r.mode == "dp")
+    return r.breakdown("scatter") + r.breakdown("replicate") + r.breakdown("gather") + r.breakdown("reduce");
   if (is_ddp(r)) return r.breakdown("copy_back");
   return r.breakdown_ms.empty() ? NAN : 0.0;
 }
@@ -81,10 +82,23 @@ std::string hostname() {
 
 Table mode_table(const Run& run) {
   const Options& o = run.options;
-  Table t("dp_vs_ddp", {{"mode", "", 20, true}, {"devices", "", 7}, {"batch", "", 5}, {"step", "ms", 7}, {"p10", "ms", 7},
-                        {"p90", "ms", 7}, {"compute", "ms", 7}, {"copies", "ms", 6}, {"comm", "ms", 6}, {"exposed", "ms", 7},
-                        {"overlap", "%", 7}, {"samples/s", "", 9}, {"speedup", "", 7}, {"eff", "%", 5}, {"peak mem", "MB", 8},
-                        {"max|diff|", "", 9}, {"ok", "", 3}});
+  Table t("dp_vs_ddp", {{"mode", "", 20, true},
+                        {"devices", "", 7},
+                        {"batch", "", 5},
+                        {"step", "ms", 7},
+                        {"p10", "ms", 7},
+                        {"p90", "ms", 7},
+                        {"compute", "ms", 7},
+                        {"copies", "ms", 6},
+                        {"comm", "ms", 6},
+                        {"exposed", "ms", 7},
+                        {"overlap", "%", 7},
+                        {"samples/s", "", 9},
+                        {"speedup", "", 7},
+                        {"eff", "%", 5},
+                        {"peak mem", "MB", 8},
+                        {"max|diff|", "", 9},
+                        {"ok", "", 3}});
   for (const ModeResult& r : run.modes) {
     const Stats s = r.step();
     const double sp = speedup(run, r);
@@ -93,8 +107,11 @@ Table mode_table(const Run& run) {
     t.add_row({r.id, std::to_string(r.devices), std::to_string(o.batch), fmt(s.median, 2), fmt(s.p10, 2), fmt(s.p90, 2),
                fmt(compute_ms(r), 2), fmt(copies_ms(r), 2), fmt(is_ddp(r) ? r.breakdown("comm") : NAN, 2),
                fmt(is_ddp(r) ? r.breakdown("exposed_comm") : NAN, 2), fmt(r.overlap_pct(), 0),
-               fmt(o.batch / s.median * 1e3, 0), fmt(sp, 2), fmt(100.0 * sp / r.devices, 0), fmt(max_of(r.peak_memory_mb), 1),
-               diff, r.source == "pytorch" || !r.checked ? "-" : correct(run, r) ? "yes" : "NO"});
+               fmt(o.batch / s.median * 1e3, 0), fmt(sp, 2), fmt(100.0 * sp / r.devices, 0),
+               fmt(max_of(r.peak_memory_mb), 1), diff,
+               r.source == "pytorch" || !r.checked ? "-"
+               : correct(run, r)                   ? "yes"
+                                                   : "NO"});
   }
   return t;
 }
@@ -102,8 +119,8 @@ Table mode_table(const Run& run) {
 // Each mode's own phases (medians, ms): what the compute / copies / comm columns were folded from.
 Table breakdown_table(const Run& run) {
   const std::vector<std::pair<std::string, std::string>> keys = {
-      {"forward", "forward"}, {"scatter", "scatter"}, {"replicate", "replicate"}, {"apply", "apply"},
-      {"gather", "gather"},   {"backward", "backward"}, {"reduce", "reduce"},    {"comm", "comm"},
+      {"forward", "forward"},      {"scatter", "scatter"},     {"replicate", "replicate"}, {"apply", "apply"},
+      {"gather", "gather"},        {"backward", "backward"},   {"reduce", "reduce"},       {"comm", "comm"},
       {"exposed_comm", "exposed"}, {"copy_back", "copy back"}, {"optimizer", "optimizer"}};
   std::vector<Column> columns = {{"mode", "", 20, true}};
   for (const auto& k : keys) columns.push_back({k.second, "ms", 9});
@@ -140,7 +157,9 @@ void print_targets(const Run& run) {
   if (torch_ddp)
     std::printf("# vs PyTorch %s: step time ringgrad / PyTorch = %.2f (ddp), %.2f (single)\n", torch_ddp->id.c_str(),
                 ddp->step().median / torch_ddp->step().median,
-                find(run, "torch-single") ? find(run, "single")->step().median / find(run, "torch-single")->step().median : NAN);
+                find(run, "torch-single")
+                    ? find(run, "single")->step().median / find(run, "torch-single")->step().median
+                    : NAN);
 }
 
 // --- the scaling model -----------------------------------------------------------------------------
@@ -186,22 +205,26 @@ ModelOutput scaling_model(const Run& run) {
   c.ring = fit_allreduce("measured all-reduce (" + ar.at("backend").get<std::string>() + ", this run)", n,
                          ar.at("small_bytes"), ar.at("small_us"), ar.at("large_bytes"), ar.at("large_us"));
   if (!usable(c.ring)) {
-    std::printf("# scaling model: skipped, the all-reduce times (%.1f us for %s B, %.1f us for %s B) give no usable "
-                "alpha and beta\n", ar.at("small_us").get<double>(), ar.at("small_bytes").dump().c_str(),
-                ar.at("large_us").get<double>(), ar.at("large_bytes").dump().c_str());
+    std::printf(
+        "# scaling model: skipped, the all-reduce times (%.1f us for %s B, %.1f us for %s B) give no usable "
+        "alpha and beta\n",
+        ar.at("small_us").get<double>(), ar.at("small_bytes").dump().c_str(), ar.at("large_us").get<double>(),
+        ar.at("large_bytes").dump().c_str());
     return out;
   }
   c.ring.shares_compute_cores = o.device == "cpu";
   c.copy = usable(run.copy_link) ? run.copy_link : c.ring;
 
   std::printf("#\n# scaling model -- an alpha-beta MODEL, not a measurement (bench/dp_vs_ddp/scaling_model.h)\n");
-  std::printf("# calibrated: %s forward %.2f ms, backward %.2f ms, optimizer %.2f ms at batch %lld; %s: alpha %.1f us, "
-              "beta %.2f GB/s; %s: alpha %.1f us, beta %.2f GB/s\n#\n",
-              compute.id.c_str(), c.forward_ms, c.backward_ms, c.optimizer_ms, static_cast<long long>(c.measured_batch), c.ring.name.c_str(),
-              c.ring.alpha_us, c.ring.beta_GBps, c.copy.name.c_str(), c.copy.alpha_us, c.copy.beta_GBps);
+  std::printf(
+      "# calibrated: %s forward %.2f ms, backward %.2f ms, optimizer %.2f ms at batch %lld; %s: alpha %.1f us, "
+      "beta %.2f GB/s; %s: alpha %.1f us, beta %.2f GB/s\n#\n",
+      compute.id.c_str(), c.forward_ms, c.backward_ms, c.optimizer_ms, static_cast<long long>(c.measured_batch),
+      c.ring.name.c_str(), c.ring.alpha_us, c.ring.beta_GBps, c.copy.name.c_str(), c.copy.alpha_us, c.copy.beta_GBps);
   // Validation: every measured ringgrad mode at its N against the model's prediction.
-  Table check("model_check", {{"mode", "", 18, true}, {"devices", "", 7}, {"measured", "ms", 8}, {"predicted", "ms", 9},
-                              {"error", "%", 6}});
+  Table check(
+      "model_check",
+      {{"mode", "", 18, true}, {"devices", "", 7}, {"measured", "ms", 8}, {"predicted", "ms", 9}, {"error", "%", 6}});
   nlohmann::json validation = nlohmann::json::array();
   for (const ModeResult& r : run.modes) {
     if (r.source != "ringgrad" || r.mode == "single" || r.mode == "ddp-no_sync") continue;
@@ -209,7 +232,10 @@ ModelOutput scaling_model(const Run& run) {
                                         : predict_ddp(c, c.ring, r.devices, o.batch / r.devices, shape_of(r));
     const double measured = r.step().median, err = 100.0 * (p.step_ms - measured) / measured;
     check.add_row({r.id, std::to_string(r.devices), fmt(measured, 2), fmt(p.step_ms, 2), fmt(err, 0)});
-    validation.push_back({{"mode", r.id}, {"devices", r.devices}, {"measured_ms", measured}, {"predicted_ms", p.step_ms},
+    validation.push_back({{"mode", r.id},
+                          {"devices", r.devices},
+                          {"measured_ms", measured},
+                          {"predicted_ms", p.step_ms},
                           {"error_pct", err}});
   }
   check.print(stdout);
@@ -221,11 +247,20 @@ ModelOutput scaling_model(const Run& run) {
   for (const Link& l : link_presets()) links.push_back(l);
   std::vector<int> ns;
   for (int k = 2; k <= 1024; k *= 2) ns.push_back(k);
-  const double one_device = (c.forward_ms + c.backward_ms) * per_device / static_cast<double>(c.measured_batch) + c.optimizer_ms;
-  std::printf("#\n# extrapolated (weak scaling: %lld samples per device; DP only within one node, <= 16 devices; "
-              "eff = one device's step / step)\n", static_cast<long long>(per_device));
-  Table curves("model_curves", {{"link", "", 34, true}, {"alpha", "us", 5}, {"beta", "GB/s", 6}, {"devices", "", 7},
-                                {"ddp step", "ms", 8}, {"ddp eff", "%", 7}, {"dp step", "ms", 7}, {"dp eff", "%", 6}});
+  const double one_device =
+      (c.forward_ms + c.backward_ms) * per_device / static_cast<double>(c.measured_batch) + c.optimizer_ms;
+  std::printf(
+      "#\n# extrapolated (weak scaling: %lld samples per device; DP only within one node, <= 16 devices; "
+      "eff = one device's step / step)\n",
+      static_cast<long long>(per_device));
+  Table curves("model_curves", {{"link", "", 34, true},
+                                {"alpha", "us", 5},
+                                {"beta", "GB/s", 6},
+                                {"devices", "", 7},
+                                {"ddp step", "ms", 8},
+                                {"ddp eff", "%", 7},
+                                {"dp step", "ms", 7},
+                                {"dp eff", "%", 6}});
   nlohmann::json links_json = nlohmann::json::array(), curves_json = nlohmann::json::array();
   for (const Link& l : links) {
     links_json.push_back({{"name", l.name}, {"alpha_us", l.alpha_us}, {"beta_GBps", l.beta_GBps}});
@@ -243,13 +278,22 @@ ModelOutput scaling_model(const Run& run) {
   }
   curves.print(stdout);
   out.json = {{"label", "alpha-beta model, not a measurement"},
-              {"calibration", {{"compute_from", compute.id}, {"compute_ms", c.forward_ms + c.backward_ms}, {"forward_ms", c.forward_ms},
-                               {"backward_ms", c.backward_ms}, {"optimizer_ms", c.optimizer_ms},
-                               {"measured_batch", c.measured_batch}, {"per_device_batch", per_device},
-                               {"param_bytes", std::accumulate(c.param_bytes.begin(), c.param_bytes.end(), int64_t{0})},
-                               {"alpha_us", c.ring.alpha_us}, {"beta_GBps", c.ring.beta_GBps},
-                               {"copy_alpha_us", c.copy.alpha_us}, {"copy_beta_GBps", c.copy.beta_GBps}}},
-              {"validation", validation}, {"links", links_json}, {"curves", curves_json}};
+              {"calibration",
+               {{"compute_from", compute.id},
+                {"compute_ms", c.forward_ms + c.backward_ms},
+                {"forward_ms", c.forward_ms},
+                {"backward_ms", c.backward_ms},
+                {"optimizer_ms", c.optimizer_ms},
+                {"measured_batch", c.measured_batch},
+                {"per_device_batch", per_device},
+                {"param_bytes", std::accumulate(c.param_bytes.begin(), c.param_bytes.end(), int64_t{0})},
+                {"alpha_us", c.ring.alpha_us},
+                {"beta_GBps", c.ring.beta_GBps},
+                {"copy_alpha_us", c.copy.alpha_us},
+                {"copy_beta_GBps", c.copy.beta_GBps}}},
+              {"validation", validation},
+              {"links", links_json},
+              {"curves", curves_json}};
   out.ok = true;
   return out;
 }
@@ -257,15 +301,22 @@ ModelOutput scaling_model(const Run& run) {
 nlohmann::json mode_json(const Run& run, const ModeResult& r) {
   const Stats s = r.step();
   const double sp = speedup(run, r);
-  nlohmann::json j = {{"mode", r.mode}, {"id", r.id}, {"source", r.source}, {"devices", r.devices},
-                      {"bucket_cap_mb", number_or_null(r.cap_mb)},
-                      {"step_ms", {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}}},
-                      {"steps_ms", r.step_ms},
-                      {"samples_per_s", run.options.batch / s.median * 1e3}, {"speedup", number_or_null(sp)},
-                      {"efficiency_pct", number_or_null(100.0 * sp / r.devices)},
-                      {"breakdown_ms", r.breakdown_ms.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.breakdown_ms)},
-                      {"overlap_pct", number_or_null(r.overlap_pct())}, {"peak_memory_mb", r.peak_memory_mb},
-                      {"max_abs_diff", number_or_null(r.max_abs_diff)}, {"note", r.note}};
+  nlohmann::json j = {
+      {"mode", r.mode},
+      {"id", r.id},
+      {"source", r.source},
+      {"devices", r.devices},
+      {"bucket_cap_mb", number_or_null(r.cap_mb)},
+      {"step_ms", {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}}},
+      {"steps_ms", r.step_ms},
+      {"samples_per_s", run.options.batch / s.median * 1e3},
+      {"speedup", number_or_null(sp)},
+      {"efficiency_pct", number_or_null(100.0 * sp / r.devices)},
+      {"breakdown_ms", r.breakdown_ms.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.breakdown_ms)},
+      {"overlap_pct", number_or_null(r.overlap_pct())},
+      {"peak_memory_mb", r.peak_memory_mb},
+      {"max_abs_diff", number_or_null(r.max_abs_diff)},
+      {"note", r.note}};
   j["correct"] = r.source == "pytorch" || !r.checked ? nlohmann::json(nullptr) : nlohmann::json(correct(run, r));
   return j;
 }
@@ -278,8 +329,9 @@ bool write_text(const std::string& path, const std::string& text) {
 }
 
 bool write_csv(const Run& run, const std::string& path) {
-  std::string csv = "id,mode,source,devices,bucket_cap_mb,batch,step_ms,p10_ms,p90_ms,samples_per_s,speedup,efficiency_pct,"
-                    "compute_ms,copies_ms,comm_ms,exposed_comm_ms,overlap_pct,peak_memory_mb,max_abs_diff,correct\n";
+  std::string csv =
+      "id,mode,source,devices,bucket_cap_mb,batch,step_ms,p10_ms,p90_ms,samples_per_s,speedup,efficiency_pct,"
+      "compute_ms,copies_ms,comm_ms,exposed_comm_ms,overlap_pct,peak_memory_mb,max_abs_diff,correct\n";
   for (const ModeResult& r : run.modes) {
     const Stats s = r.step();
     const double sp = speedup(run, r);
@@ -294,8 +346,11 @@ bool write_csv(const Run& run, const std::string& path) {
            num(run.options.batch / s.median * 1e3) + "," + num(sp) + "," + num(100 * sp / r.devices) + "," +
            num(compute_ms(r)) + "," + num(copies_ms(r)) + "," + num(is_ddp(r) ? r.breakdown("comm") : NAN) + "," +
            num(is_ddp(r) ? r.breakdown("exposed_comm") : NAN) + "," + num(r.overlap_pct()) + "," +
-           num(max_of(r.peak_memory_mb)) + "," + sci(r.max_abs_diff) +
-           "," + (r.source == "pytorch" || !r.checked ? "" : correct(run, r) ? "true" : "false") + "\n";
+           num(max_of(r.peak_memory_mb)) + "," + sci(r.max_abs_diff) + "," +
+           (r.source == "pytorch" || !r.checked ? ""
+            : correct(run, r)                   ? "true"
+                                                : "false") +
+           "\n";
   }
   return write_text(path, csv);
 }
@@ -305,19 +360,22 @@ bool write_csv(const Run& run, const std::string& path) {
 int report(const Run& run) {
   const Options& o = run.options;
   const std::string backend = run.allreduce.is_null() ? "ring" : run.allreduce.value("backend", "ring");
-  std::printf("# ringgrad dp_vs_ddp  model=%s  device=%s  devices=%d  global_batch=%lld  threads/device=%s  data=%s  "
-              "warmup=%d  steps=%d  commit=%s\n#\n",
-              o.model_name().c_str(), o.device.c_str(), o.devices, static_cast<long long>(o.batch),
-              o.device == "cpu" ? std::to_string(o.threads_per_device()).c_str() : "-", o.data.c_str(), o.warmup, o.steps,
-              RINGGRAD_BENCH_COMMIT);
+  std::printf(
+      "# ringgrad dp_vs_ddp  model=%s  device=%s  devices=%d  global_batch=%lld  threads/device=%s  data=%s  "
+      "warmup=%d  steps=%d  commit=%s\n#\n",
+      o.model_name().c_str(), o.device.c_str(), o.devices, static_cast<long long>(o.batch),
+      o.device == "cpu" ? std::to_string(o.threads_per_device()).c_str() : "-", o.data.c_str(), o.warmup, o.steps,
+      RINGGRAD_BENCH_COMMIT);
   const Table table = mode_table(run);
   table.print(stdout);
-  std::printf("# step: median over steps (DDP: the slowest rank's); compute = forward + backward (DP: on the replicas); "
-              "copies = DP's scatter/replicate/gather/reduce, DDP's copy back into .grad; comm = all-reduce time, of which "
-              "exposed = after backward; ok = final parameters within %.0e of single's (DDP: and identical on every rank)\n",
-              o.tolerance);
-  std::printf("#\n# where each mode's step goes (medians over the timed steps; DP's reduce runs inside its backward, "
-              "DDP's comm alongside its backward)\n");
+  std::printf(
+      "# step: median over steps (DDP: the slowest rank's); compute = forward + backward (DP: on the replicas); "
+      "copies = DP's scatter/replicate/gather/reduce, DDP's copy back into .grad; comm = all-reduce time, of which "
+      "exposed = after backward; ok = final parameters within %.0e of single's (DDP: and identical on every rank)\n",
+      o.tolerance);
+  std::printf(
+      "#\n# where each mode's step goes (medians over the timed steps; DP's reduce runs inside its backward, "
+      "DDP's comm alongside its backward)\n");
   breakdown_table(run).print(stdout);
   std::printf("#\n");
   for (const std::string& note : run.notes) std::printf("# %s\n", note.c_str());
@@ -328,17 +386,28 @@ int report(const Run& run) {
   if (!o.json.empty()) {
     nlohmann::json modes = nlohmann::json::array();
     for (const ModeResult& r : run.modes) modes.push_back(mode_json(run, r));
-    nlohmann::json doc = {
-        {"program", "dp_vs_ddp"},
-        {"run", {{"commit", RINGGRAD_BENCH_COMMIT}, {"date", today()}, {"host", hostname()},
-                 {"cores", std::thread::hardware_concurrency()}, {"device", o.device}, {"devices", o.devices},
-                 {"model", o.model_name()}, {"layers", o.layers}, {"global_batch", o.batch}, {"warmup", o.warmup},
-                 {"steps", o.steps}, {"lr", o.lr}, {"data", o.data}, {"backend", backend},
-                 {"threads_per_device", o.device == "cpu" ? o.threads_per_device() : 0}, {"tolerance", o.tolerance}}},
-        {"modes", modes},
-        {"model", model.ok ? model.json : nlohmann::json(nullptr)},
-        {"micro", run.micro},
-        {"traces", run.traces}};
+    nlohmann::json doc = {{"program", "dp_vs_ddp"},
+                          {"run",
+                           {{"commit", RINGGRAD_BENCH_COMMIT},
+                            {"date", today()},
+                            {"host", hostname()},
+                            {"cores", std::thread::hardware_concurrency()},
+                            {"device", o.device},
+                            {"devices", o.devices},
+                            {"model", o.model_name()},
+                            {"layers", o.layers},
+                            {"global_batch", o.batch},
+                            {"warmup", o.warmup},
+                            {"steps", o.steps},
+                            {"lr", o.lr},
+                            {"data", o.data},
+                            {"backend", backend},
+                            {"threads_per_device", o.device == "cpu" ? o.threads_per_device() : 0},
+                            {"tolerance", o.tolerance}}},
+                          {"modes", modes},
+                          {"model", model.ok ? model.json : nlohmann::json(nullptr)},
+                          {"micro", run.micro},
+                          {"traces", run.traces}};
     written = write_text(o.json, doc.dump(1) + "\n") && written;
     std::printf("# %s %s\n", written ? "wrote" : "could NOT write", o.json.c_str());
   }

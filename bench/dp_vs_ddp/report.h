@@ -17,9 +17,9 @@ struct Run {
   Options options;
   std::vector<ModeResult> modes;  // single first
   std::vector<int64_t> param_bytes;
-  nlohmann::json allreduce;       // the ranks' all-reduce timing (for the model), or null
-  Link copy_link;                 // DP's measured device-to-device copy (for the model)
-  nlohmann::json micro;           // Google Benchmark's JSON of bench_micro, or null
+  nlohmann::json allreduce;  // the ranks' all-reduce timing (for the model), or null
+  Link copy_link;            // DP's measured device-to-device copy (for the model)
+  nlohmann::json micro;      // Google Benchmark's JSON of bench_micro, or null
   std::vector<std::string> traces;
   std::vector<std::string> notes;  // '#' lines printed under the table
 };

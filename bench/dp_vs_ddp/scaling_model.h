@@ -40,8 +40,8 @@ namespace bench {
 
 struct Link {
   std::string name;
-  double alpha_us = NAN;   // per message
-  double beta_GBps = NAN;  // per direction, per device
+  double alpha_us = NAN;              // per message
+  double beta_GBps = NAN;             // per direction, per device
   bool shares_compute_cores = false;  // the transfer is CPU work on the cores that also compute
 };
 
@@ -54,7 +54,9 @@ inline std::vector<Link> link_presets() {
 }
 
 // A fit that can be used: positive, finite bandwidth and a latency that is not negative.
-inline bool usable(const Link& l) { return std::isfinite(l.beta_GBps) && l.beta_GBps > 0 && std::isfinite(l.alpha_us) && l.alpha_us >= 0; }
+inline bool usable(const Link& l) {
+  return std::isfinite(l.beta_GBps) && l.beta_GBps > 0 && std::isfinite(l.alpha_us) && l.alpha_us >= 0;
+}
 
 // Fits alpha and beta of the all-reduce formula to two measured all-reduce times on `n` >= 2 ranks
 // (the large size should be MBs, so bandwidth dominates; a fit that makes no sense is !usable()).
@@ -68,7 +70,8 @@ inline Link fit_allreduce(const std::string& name, int n, double small_bytes, do
 }
 
 // Fits alpha and beta of one copy (alpha + S / beta) to two measured copy times.
-inline Link fit_copy(const std::string& name, double small_bytes, double small_us, double large_bytes, double large_us) {
+inline Link fit_copy(const std::string& name, double small_bytes, double small_us, double large_bytes,
+                     double large_us) {
   if (large_us <= small_us || large_bytes <= small_bytes) return {name, NAN, NAN};
   const double beta = (large_bytes - small_bytes) / std::max(1e-9, large_us - small_us) / 1e3;
   return {name, std::max(0.0, small_us - small_bytes / (beta * 1e3)), beta};
@@ -76,10 +79,10 @@ inline Link fit_copy(const std::string& name, double small_bytes, double small_u
 
 // What the model is calibrated with (all measured in this run).
 struct Calibration {
-  int64_t measured_batch = 0;                  // the global batch `single` ran
-  double forward_ms = 0, backward_ms = 0;      // single's compute at measured_batch
-  double optimizer_ms = 0;                     // single's optimizer step (+ loss.item())
-  std::vector<int64_t> param_bytes;            // per parameter, in registration order
+  int64_t measured_batch = 0;              // the global batch `single` ran
+  double forward_ms = 0, backward_ms = 0;  // single's compute at measured_batch
+  double optimizer_ms = 0;                 // single's optimizer step (+ loss.item())
+  std::vector<int64_t> param_bytes;        // per parameter, in registration order
   int64_t input_bytes_per_sample = 0, output_bytes_per_sample = 0;
   Link ring;  // fitted all-reduce (alpha per step, beta)
   Link copy;  // fitted device-to-device copy: DP's copies, and DDP's copies into and out of buckets
@@ -122,7 +125,8 @@ struct Prediction {
 };
 
 // DDP on n ranks, each with `per_device_batch` samples.
-inline Prediction predict_ddp(const Calibration& c, const Link& link, int n, int64_t per_device_batch, const DdpShape& shape) {
+inline Prediction predict_ddp(const Calibration& c, const Link& link, int n, int64_t per_device_batch,
+                              const DdpShape& shape) {
   const double scale = static_cast<double>(per_device_batch) / static_cast<double>(c.measured_batch);
   const double fwd = c.forward_ms * scale, bwd = c.backward_ms * scale;
   const std::vector<int64_t> buckets = bucket_bytes(c.param_bytes, shape.cap_mb, shape.first_cap_mb);

@@ -124,7 +124,9 @@ ModeResult run_dp(const Options& o, const Data& global, std::vector<double>& fin
     if (trace && traced_step(o, s)) {
       // The main thread's phases run one after another; timings() gives their durations, laid
       // end to end from the step's start (scatter, replicate, then the replicas, then gather).
-      auto at = [&](double us) { return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(us)); };
+      auto at = [&](double us) {
+        return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(us));
+      };
       trace->slice(0, 0, "scatter", at(0), at(t.scatter_us), {{"step", s}});
       trace->slice(0, 0, "replicate", at(t.scatter_us), at(t.scatter_us + t.replicate_us), {{"step", s}});
       Clock::time_point apply_end = t0;
@@ -137,8 +139,9 @@ ModeResult run_dp(const Options& o, const Data& global, std::vector<double>& fin
       for (const DeviceActivity& a : t.backward) {
         int pid = 0;
         for (int i = 0; i < n; ++i) pid = devices[i] == a.device ? 1 + i : pid;
-        trace->slice(pid, 0, "backward", a.first_start, a.last_end,
-                     {{"step", s}, {"busy_ms", std::chrono::duration<double, std::milli>(a.busy).count()}, {"nodes", a.nodes}});
+        trace->slice(
+            pid, 0, "backward", a.first_start, a.last_end,
+            {{"step", s}, {"busy_ms", std::chrono::duration<double, std::milli>(a.busy).count()}, {"nodes", a.nodes}});
       }
       trace->slice(0, 0, "optimizer", t2, t3, {{"step", s}});
     }

@@ -27,8 +27,8 @@ class Trace {
     events_.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
   }
   void slice(int pid, int tid, const std::string& name, Time start, Time end, nlohmann::json args = nullptr) {
-    nlohmann::json e = {{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
-                        {"dur", std::max(0.0, us(end) - us(start))}};
+    nlohmann::json e = {{"name", name}, {"ph", "X"},       {"pid", pid},
+                        {"tid", tid},   {"ts", us(start)}, {"dur", std::max(0.0, us(end) - us(start))}};
     if (!args.is_null()) e["args"] = std::move(args);
     events_.push_back(std::move(e));
   }
@@ -43,9 +43,7 @@ class Trace {
   nlohmann::json document() const { return {{"traceEvents", events_}, {"displayTimeUnit", "ms"}}; }
 
  private:
-  static double us(Time t) {
-    return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count();
-  }
+  static double us(Time t) { return std::chrono::duration<double, std::micro>(t.time_since_epoch()).count(); }
   nlohmann::json events_ = nlohmann::json::array();
 };
 

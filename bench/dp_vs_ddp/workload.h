@@ -27,10 +27,11 @@ struct Options {
   int64_t batch = 256;  // global batch: single takes all of it, DP scatters it, each DDP rank takes 1/N
   int warmup = 5, steps = 50;
   double lr = 0.01;
-  std::vector<std::string> modes = {"single", "dp", "ddp-naive", "ddp-flat", "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
+  std::vector<std::string> modes = {"single",      "dp",           "ddp-naive",  "ddp-flat",
+                                    "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
   std::vector<double> caps = {1, 5, 25, 100};  // ddp-bucketed's bucket_cap_mb sweep ("MB" as PyTorch says; 2^20 bytes)
-  std::string data = "synthetic";               // or "fashion-mnist" (the real images)
-  double tolerance = 1e-4;  // correct: max |parameter - single's| after the run is at most this
+  std::string data = "synthetic";              // or "fashion-mnist" (the real images)
+  double tolerance = 1e-4;                     // correct: max |parameter - single's| after the run is at most this
   std::string json, csv, trace_dir;
   int trace_steps = 3;  // the last this many timed steps go into each trace
   bool scaling_model = false, torch = true, micro = false;
@@ -71,7 +72,7 @@ struct DdpVariant {
   std::string mode;
   double cap_mb = NAN;  // ddp-bucketed only
   ringgrad::parallel::DDPOptions options;
-  bool sync = true;     // false: every step inside ddp.no_sync()
+  bool sync = true;  // false: every step inside ddp.no_sync()
   std::string id() const { return mode_id(mode, cap_mb); }
 };
 
@@ -80,11 +81,13 @@ inline std::vector<DdpVariant> ddp_variants(const Options& o) {
   std::vector<DdpVariant> out;
   for (const std::string& mode : o.modes) {
     if (mode == "ddp-naive") out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(0).overlap(false)});
-    if (mode == "ddp-flat") out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(1e6).first_bucket_cap_mb(1e6).overlap(false)});
+    if (mode == "ddp-flat")
+      out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(1e6).first_bucket_cap_mb(1e6).overlap(false)});
     if (mode == "ddp-overlap") out.push_back({mode, NAN, DDPOptions().bucket_cap_mb(0).overlap(true)});
     if (mode == "ddp-bucketed")
       for (double cap : o.caps)  // PyTorch's defaults: the first bucket 1 MB, the rest `cap`
-        out.push_back({mode, cap, DDPOptions().bucket_cap_mb(cap).first_bucket_cap_mb(std::min(1.0, cap)).overlap(true)});
+        out.push_back(
+            {mode, cap, DDPOptions().bucket_cap_mb(cap).first_bucket_cap_mb(std::min(1.0, cap)).overlap(true)});
     if (mode == "ddp-no_sync") out.push_back({mode, NAN, DDPOptions(), false});
   }
   return out;

@@ -8,7 +8,7 @@
 //
 // If the graph has nodes on more than one device, step 3 runs each node on its device's worker
 // thread; otherwise the caller's thread runs everything, in reverse creation order.
-#include "core/autograd/engine.h"
+#include <ringgrad/core/autograd/engine.h>
 
 #include <condition_variable>
 #include <exception>
@@ -18,16 +18,16 @@
 #include <set>
 #include <unordered_map>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace {
 
 struct GraphTask {
   bool retain_graph = false;
-  std::unordered_map<Node*, int> dependencies;            // edges not yet delivered, per node
+  std::unordered_map<Node*, int> dependencies;             // edges not yet delivered, per node
   std::unordered_map<Node*, std::vector<Tensor>> buffers;  // summed gradients, per node input
   std::mutex mutex;                                        // guards the two maps in parallel mode
 
@@ -200,14 +200,16 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
   for (size_t i = 0; i < roots.size(); ++i) {
     Tensor grad = root_grads[i];
     if (!grad.defined()) {
-      RINGGRAD_CHECK(roots[i].numel() == 1, "backward: grad can be implicitly created only for a one-element "
-                     "output; got shape ", roots[i].shape(), ", so pass grad (e.g. ones_like(y)) explicitly");
+      RINGGRAD_CHECK(roots[i].numel() == 1,
+                     "backward: grad can be implicitly created only for a one-element "
+                     "output; got shape ",
+                     roots[i].shape(), ", so pass grad (e.g. ones_like(y)) explicitly");
       grad = ones_like(roots[i]);
     }
     RINGGRAD_CHECK(grad.shape() == roots[i].shape(), "backward: expected grad of shape ", roots[i].shape(),
                    " (the output's shape), got ", grad.shape());
     Node* node = root_edges[i].node.get();
-    ++task.dependencies[node];  // the seed counts as one more incoming edge...
+    ++task.dependencies[node];                                   // the seed counts as one more incoming edge...
     deliver(task, node, root_edges[i].input_nr, grad.detach());  // ...delivered right away
   }
   std::vector<std::shared_ptr<Node>> ready;

@@ -12,7 +12,7 @@
 #include <functional>
 #include <vector>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 

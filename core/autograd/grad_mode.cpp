@@ -1,6 +1,6 @@
 // core/autograd/grad_mode.cpp: grad mode is per thread, like PyTorch's, so a worker thread running a
 // backward pass (which records nothing) does not switch recording off for the user's thread.
-#include "core/autograd/grad_mode.h"
+#include <ringgrad/core/autograd/grad_mode.h>
 
 namespace ringgrad {
 namespace {

@@ -1,10 +1,10 @@
 // core/autograd/node.cpp: node numbering, gradient edges, and AccumulateGrad.
-#include "core/autograd/node.h"
+#include <ringgrad/core/autograd/node.h>
 
 #include <atomic>
 
-#include "core/autograd/grad_mode.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace {
@@ -27,11 +27,10 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   for (const TensorHook& hook : meta.hooks) {
     Tensor replaced = hook(grad);
     if (!replaced.defined()) continue;
-    RINGGRAD_CHECK(replaced.shape() == leaf.shape() && replaced.dtype() == leaf.dtype() &&
-                       replaced.device() == leaf.device(),
-                   "register_hook: a hook returned a gradient of shape ", replaced.shape(), ", ", replaced.dtype(),
-                   " on ", replaced.device(), " for a leaf of shape ", leaf.shape(), ", ", leaf.dtype(), " on ",
-                   leaf.device());
+    RINGGRAD_CHECK(
+        replaced.shape() == leaf.shape() && replaced.dtype() == leaf.dtype() && replaced.device() == leaf.device(),
+        "register_hook: a hook returned a gradient of shape ", replaced.shape(), ", ", replaced.dtype(), " on ",
+        replaced.device(), " for a leaf of shape ", leaf.shape(), ", ", leaf.dtype(), " on ", leaf.device());
     grad = replaced;
   }
   const bool delivered = grad.same(grad_outputs[0]);  // a hook's tensor may be held by the hook's owner

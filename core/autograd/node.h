@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 
@@ -28,10 +28,10 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
 
   std::vector<Edge> next_edges;
-  Device device;            // where the engine runs apply(): the device of the forward's output
-  uint64_t sequence_nr;     // creation order; the engine prefers later nodes (reverse of forward)
+  Device device;                      // where the engine runs apply(): the device of the forward's output
+  uint64_t sequence_nr;               // creation order; the engine prefers later nodes (reverse of forward)
   std::vector<TensorHook> pre_hooks;  // Tensor::register_hook on the output of this node
-  bool released = false;    // a backward without retain_graph ran through this node
+  bool released = false;              // a backward without retain_graph ran through this node
 };
 
 // Holds a tensor a backward needs. It is stored detached: keeping the output y with its grad_fn

@@ -1,10 +1,10 @@
 // core/base/allocator.cpp: the 64-byte-aligned host allocator and the per-kind registry.
-#include "core/base/allocator.h"
+#include <ringgrad/core/base/allocator.h>
 
 #include <atomic>
 #include <cstdlib>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace {

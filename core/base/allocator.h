@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "core/base/device.h"
+#include <ringgrad/core/base/device.h>
 
 namespace ringgrad {
 

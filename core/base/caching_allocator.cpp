@@ -1,12 +1,12 @@
 // core/base/caching_allocator.cpp: rounding, best-fit reuse per (device, stream), statistics, and the
 // empty-the-cache-and-retry answer to running out of memory. The header explains the design.
-#include "core/base/caching_allocator.h"
+#include <ringgrad/core/base/caching_allocator.h>
 
 #include <algorithm>
 #include <climits>
 #include <vector>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 
@@ -70,7 +70,8 @@ void* CachingAllocator::raw_alloc_locked(int64_t size, int device, int64_t reque
   }
   RINGGRAD_CHECK(ptr != nullptr, "out of memory on ", Device{kind_, device}, ": tried to allocate ", requested,
                  " bytes (", size, " after rounding); ", st.allocated_bytes, " bytes are allocated to tensors and ",
-                 st.reserved_bytes, " reserved by ringgrad's caching allocator, whose cache was already emptied. "
+                 st.reserved_bytes,
+                 " reserved by ringgrad's caching allocator, whose cache was already emptied. "
                  "Free tensors you no longer need (drop their handles) or use a smaller batch");
   ++st.raw_alloc_count;
   st.reserved_bytes += size;

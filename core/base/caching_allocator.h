@@ -32,7 +32,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/base/allocator.h"
+#include <ringgrad/core/base/allocator.h>
 
 namespace ringgrad {
 

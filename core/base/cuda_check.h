@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace detail {
@@ -24,16 +24,16 @@ namespace detail {
   int device = -1;
   std::string where = cudaGetDevice(&device) == cudaSuccess ? str("cuda:", device) : std::string("no device");
   (void)cudaGetLastError();
-  throw Error(str(call, " failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ", file, ":",
-                  line, " on ", where));
+  throw Error(str(call, " failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ", file, ":", line,
+                  " on ", where));
 }
 
 }  // namespace detail
 }  // namespace ringgrad
 
-#define RINGGRAD_CUDA_CHECK(call)                                                            \
-  do {                                                                                       \
-    const cudaError_t ringgrad_cuda_err_ = (call);                                           \
-    if (ringgrad_cuda_err_ != cudaSuccess)                                                   \
-      ::ringgrad::detail::throw_cuda_error(ringgrad_cuda_err_, #call, __FILE__, __LINE__);   \
+#define RINGGRAD_CUDA_CHECK(call)                                                          \
+  do {                                                                                     \
+    const cudaError_t ringgrad_cuda_err_ = (call);                                         \
+    if (ringgrad_cuda_err_ != cudaSuccess)                                                 \
+      ::ringgrad::detail::throw_cuda_error(ringgrad_cuda_err_, #call, __FILE__, __LINE__); \
   } while (false)

@@ -1,7 +1,7 @@
 // core/base/device.cpp: device names, both ways.
-#include "core/base/device.h"
+#include <ringgrad/core/base/device.h>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 

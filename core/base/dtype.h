@@ -39,10 +39,23 @@ inline bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64 
 inline std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }
 
 // Maps a C++ type to its DType, for typed accessors such as data<float>() and item<double>().
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8; };
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
 
 }  // namespace ringgrad

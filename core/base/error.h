@@ -45,7 +45,7 @@ std::string str(const Args&... args) {
 
 // RINGGRAD_CHECK(cond, "op: expected ..., got ", x): throws ringgrad::Error when cond is false.
 // The message arguments are only evaluated on failure, so checks are cheap on the hot path.
-#define RINGGRAD_CHECK(cond, ...)                                        \
-  do {                                                                   \
+#define RINGGRAD_CHECK(cond, ...)                                               \
+  do {                                                                          \
     if (!(cond)) throw ::ringgrad::Error(::ringgrad::detail::str(__VA_ARGS__)); \
   } while (false)

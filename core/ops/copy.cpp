@@ -66,8 +66,10 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(Device device, DType dtype) const {
   if (device == this->device() && dtype == this->dtype()) return *this;
   check_device(device, "to");
-  RINGGRAD_CHECK(!requires_grad() || is_floating(dtype), "to: a tensor that requires grad can only be converted to "
-                 "a floating dtype, got ", dtype, "; call .detach() first");
+  RINGGRAD_CHECK(!requires_grad() || is_floating(dtype),
+                 "to: a tensor that requires grad can only be converted to "
+                 "a floating dtype, got ",
+                 dtype, "; call .detach() first");
   Tensor out = copy_to(*this, device, dtype);
   if (needs_grad(*this)) {
     auto& node = record<ToBackward>(out, {*this});
@@ -93,16 +95,18 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   // directly (DataParallel's gather writes each replica's output into its slice this way).
   const bool same_memory = src.device() == device() || (src.device().is_cpu() && device().is_cpu());
   const Tensor here = same_memory ? src : src.detach().to(device());
-  backend_for(device().kind, "copy_").copy(here.dtype(), ops::desc_of(here), dtype(), ops::desc_of(*this),
-                                           ops::stream_of(*this));
+  backend_for(device().kind, "copy_")
+      .copy(here.dtype(), ops::desc_of(here), dtype(), ops::desc_of(*this), ops::stream_of(*this));
   return *this;
 }
 
 void Tensor::set_data(const Tensor& src) const {
   ops::check_defined("set_data", *this, "the tensor");
   ops::check_defined("set_data", src, "src");
-  RINGGRAD_CHECK(!requires_grad() || is_floating(src.dtype()), "set_data: a tensor that requires grad must stay "
-                 "floating, got ", src.dtype());
+  RINGGRAD_CHECK(!requires_grad() || is_floating(src.dtype()),
+                 "set_data: a tensor that requires grad must stay "
+                 "floating, got ",
+                 src.dtype());
   TensorImpl& self = *impl();
   const TensorImpl& from = *src.impl();
   self.shape = from.shape;

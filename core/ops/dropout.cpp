@@ -25,8 +25,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& generator) {
   Tensor mask = empty_like(xc);
   const uint64_t offset = generator.reserve(static_cast<uint64_t>(xc.numel()));
   if (y.numel() > 0)
-    ops::backend_of(x, "dropout").dropout(x.dtype(), xc.data(), y.data(), mask.data(), xc.numel(), p,
-                                          generator.seed(), offset, ops::stream_of(x));
+    ops::backend_of(x, "dropout")
+        .dropout(x.dtype(), xc.data(), y.data(), mask.data(), xc.numel(), p, generator.seed(), offset,
+                 ops::stream_of(x));
   if (needs_grad(x)) record<DropoutBackward>(y, {x}).mask = save(mask);
   return y;
 }

@@ -61,9 +61,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduc
   Tensor loss_rows = empty({rows}, like);
   Tensor probs = empty({rows, c}, like);
   if (rows > 0)
-    ops::backend_of(x, "cross_entropy").cross_entropy_forward(x.dtype(), x.data(), ops::index_data(y),
-                                                              loss_rows.data(), probs.data(), rows, c,
-                                                              label_smoothing, ops::stream_of(x));
+    ops::backend_of(x, "cross_entropy")
+        .cross_entropy_forward(x.dtype(), x.data(), ops::index_data(y), loss_rows.data(), probs.data(), rows, c,
+                               label_smoothing, ops::stream_of(x));
   Tensor out = loss_rows;
   if (reduction != Reduction::None) {
     NoGradGuard no_grad;  // this op's own node covers the reduction

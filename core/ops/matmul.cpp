@@ -92,7 +92,7 @@ struct MatmulBackward final : Node {
 };
 
 struct LinearBackward final : Node {
-  SavedTensor x, weight;  // x is (rows, in), weight (out, in)
+  SavedTensor x, weight;    // x is (rows, in), weight (out, in)
   SavedTensor relu_output;  // set when ReLU was fused: dz = dy * (y > 0)
   bool has_bias = false;
   const char* name() const override { return relu_output.unpack().defined() ? "LinearReluBackward" : "LinearBackward"; }

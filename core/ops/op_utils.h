@@ -1,11 +1,11 @@
 // core/ops/op_utils.h: argument checks and small helpers shared by the op files (not public API).
 #pragma once
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "kernels/backend.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace ops {
@@ -24,8 +24,9 @@ inline void check_defined(const char* op, const Tensor& t, const char* arg) {
 // Float math runs on float32 and float64 (bfloat16 only on CUDA, which arrives with the CUDA backend).
 inline void check_floating(const char* op, const Tensor& t, const char* arg = "x") {
   check_defined(op, t, arg);
-  RINGGRAD_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64 || (t.dtype() == DType::bf16 && t.device().is_cuda()),
-                 op, ": expected ", arg, " to be float32 or float64, got ", t.dtype());
+  RINGGRAD_CHECK(
+      t.dtype() == DType::f32 || t.dtype() == DType::f64 || (t.dtype() == DType::bf16 && t.device().is_cuda()), op,
+      ": expected ", arg, " to be float32 or float64, got ", t.dtype());
 }
 
 // b must match a's dtype and device: ringgrad never promotes or moves data behind the user's back.
@@ -35,8 +36,8 @@ inline void check_same(const char* op, const Tensor& a, const Tensor& b, const c
                  "'s dtype), got ", b.dtype(), "; convert with .to(DType::", a.dtype() == DType::f64 ? "f64" : "f32",
                  ")");
   RINGGRAD_CHECK(a.device() == b.device(), op, ": expected ", b_name, " on ", a.device(), " (", a_name,
-                 "'s device), got ", b.device(), "; call ", b_name, ".to(Device::",
-                 a.device().is_cpu() ? "cpu(" : "cuda(", a.device().index, "))");
+                 "'s device), got ", b.device(), "; call ", b_name,
+                 ".to(Device::", a.device().is_cpu() ? "cpu(" : "cuda(", a.device().index, "))");
 }
 
 inline Backend& backend_of(const Tensor& t, const char* op) { return backend_for(t.device().kind, op); }

@@ -33,9 +33,9 @@ void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_b
   const bool momentum = args.momentum != 0.0;
   if (momentum) check_like_param(op, param, momentum_buffer, "momentum_buffer");
   if (param.numel() == 0) return;
-  ops::backend_of(param, op)
-      .sgd_step(param.dtype(), param.data(), grad.data(), momentum ? momentum_buffer.data() : nullptr,
-                param.numel(), args, ops::stream_of(param));
+  ops::backend_of(param, op).sgd_step(param.dtype(), param.data(), grad.data(),
+                                      momentum ? momentum_buffer.data() : nullptr, param.numel(), args,
+                                      ops::stream_of(param));
 }
 
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -46,15 +46,13 @@ void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, 
   check_like_param(op, param, exp_avg_sq, "exp_avg_sq");
   RINGGRAD_CHECK(args.step >= 1, op, ": expected step >= 1 (1-based, already incremented), got ", args.step);
   if (param.numel() == 0) return;
-  ops::backend_of(param, op)
-      .adam_step(param.dtype(), param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(), param.numel(), args,
-                 ops::stream_of(param));
+  ops::backend_of(param, op).adam_step(param.dtype(), param.data(), grad.data(), exp_avg.data(), exp_avg_sq.data(),
+                                       param.numel(), args, ops::stream_of(param));
 }
 
 void mul_(const Tensor& x, double s, const char* op) {
   ops::check_floating(op, x);
-  RINGGRAD_CHECK(x.is_contiguous(), op, ": expected a dense x, got shape ", x.shape(), " with strides ",
-                 x.strides());
+  RINGGRAD_CHECK(x.is_contiguous(), op, ": expected a dense x, got shape ", x.shape(), " with strides ", x.strides());
   if (x.numel() == 0) return;
   ops::backend_of(x, op).unary(UnaryOp::MulScalar, x.dtype(), x.data(), x.data(), x.numel(), s, ops::stream_of(x));
 }

@@ -69,8 +69,10 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   for (int64_t i = 0; i < x.dim(); ++i) {
     const bool reduced = std::find(dims.begin(), dims.end(), i) != dims.end();
     if (!reduced) kept.push_back(i);
-    if (!reduced) out_shape.push_back(x.size(i));
-    else if (keepdim) out_shape.push_back(1);
+    if (!reduced)
+      out_shape.push_back(x.size(i));
+    else if (keepdim)
+      out_shape.push_back(1);
   }
   // Adjacent reduced dims on a dense tensor need no reordering; otherwise move them last.
   const bool adjacent = dims.empty() || dims.back() - dims[0] + 1 == dims.size();
@@ -78,9 +80,12 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   int64_t outer = 1, r = 1, inner = 1;
   if (adjacent && x.is_contiguous()) {
     for (int64_t i = 0; i < x.dim(); ++i) {
-      if (i < dims[0]) outer *= x.size(i);
-      else if (i > dims.back()) inner *= x.size(i);
-      else r *= x.size(i);
+      if (i < dims[0])
+        outer *= x.size(i);
+      else if (i > dims.back())
+        inner *= x.size(i);
+      else
+        r *= x.size(i);
     }
   } else {
     Shape order = kept;

@@ -15,9 +15,12 @@ struct Layout {
 Layout layout_of(const Shape& shape, int64_t dim) {
   Layout l;
   for (int64_t i = 0; i < shape.size(); ++i) {
-    if (i < dim) l.outer *= shape[i];
-    else if (i == dim) l.c = shape[i];
-    else l.inner *= shape[i];
+    if (i < dim)
+      l.outer *= shape[i];
+    else if (i == dim)
+      l.c = shape[i];
+    else
+      l.inner *= shape[i];
   }
   return l;
 }
@@ -33,8 +36,9 @@ struct SoftmaxBackward final : Node {
     Tensor dx = empty_like(dy);
     const Layout l = layout_of(y0.shape(), dim);
     if (dx.numel() > 0)
-      ops::backend_of(dy, name()).softmax_backward(dy.dtype(), y0.data(), dy.data(), dx.data(), l.outer, l.c,
-                                                   l.inner, log, ops::stream_of(dy));
+      ops::backend_of(dy, name())
+          .softmax_backward(dy.dtype(), y0.data(), dy.data(), dx.data(), l.outer, l.c, l.inner, log,
+                            ops::stream_of(dy));
     return {dx};
   }
 };

@@ -5,7 +5,7 @@
 // formula, derivative, what it saves and its names are its functor in kernels/unary_ops.h: e.g. tanh
 // keeps y because d tanh(x)/dx = 1 - y^2. Adding an op here is one line at the bottom.
 #include "core/ops/op_utils.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace {
@@ -21,8 +21,9 @@ struct UnaryBackward final : Node {
     Tensor dx = empty_like(dy);
     const Tensor& s = saved.unpack();
     if (dy.numel() > 0)
-      ops::backend_of(dy, name()).unary_backward(op, dy.dtype(), s.defined() ? s.data() : nullptr, dy.data(),
-                                                 dx.data(), dy.numel(), alpha, ops::stream_of(dy));
+      ops::backend_of(dy, name())
+          .unary_backward(op, dy.dtype(), s.defined() ? s.data() : nullptr, dy.data(), dx.data(), dy.numel(), alpha,
+                          ops::stream_of(dy));
     return {dx};
   }
 };

@@ -83,8 +83,8 @@ Shape infer_size(const Shape& requested, int64_t numel, const char* op, const Sh
     }
   }
   if (infer_at >= 0) {
-    RINGGRAD_CHECK(known != 0 && numel % known == 0, op, ": shape ", requested, " is invalid for input of shape ",
-                   from, " (", numel, " elements)");
+    RINGGRAD_CHECK(known != 0 && numel % known == 0, op, ": shape ", requested, " is invalid for input of shape ", from,
+                   " (", numel, " elements)");
     shape[infer_at] = numel / known;
   }
   RINGGRAD_CHECK(shape.numel() == numel, op, ": shape ", requested, " is invalid for input of shape ", from, " (",
@@ -180,8 +180,10 @@ Tensor Tensor::slice(int64_t dim_, int64_t start, int64_t end, int64_t step) con
 
 Tensor Tensor::narrow(int64_t dim_, int64_t start, int64_t length) const {
   const int64_t d = ops::wrap_dim(dim_, dim(), "narrow");
-  RINGGRAD_CHECK(start >= 0 && length >= 0 && start + length <= size(d), "narrow: expected start >= 0 and start + "
-                 "length <= ", size(d), " (size of dim ", d, "), got start ", start, " and length ", length);
+  RINGGRAD_CHECK(start >= 0 && length >= 0 && start + length <= size(d),
+                 "narrow: expected start >= 0 and start + "
+                 "length <= ",
+                 size(d), " (size of dim ", d, "), got start ", start, " and length ", length);
   return slice(d, start, start + length);
 }
 
@@ -195,8 +197,8 @@ Tensor Tensor::select(int64_t dim_, int64_t index) const {
 }
 
 Tensor Tensor::expand(const Shape& requested) const {
-  RINGGRAD_CHECK(requested.size() >= dim(), "expand: expected at least ", dim(), " sizes for shape ", shape(),
-                 ", got ", requested);
+  RINGGRAD_CHECK(requested.size() >= dim(), "expand: expected at least ", dim(), " sizes for shape ", shape(), ", got ",
+                 requested);
   const int64_t lead = requested.size() - dim();
   Shape shape = requested, strides = requested;
   for (int64_t i = 0; i < requested.size(); ++i) {
@@ -208,8 +210,8 @@ Tensor Tensor::expand(const Shape& requested) const {
       want = have;
     }
     RINGGRAD_CHECK(want >= 0, "expand: expected sizes >= 0 (or -1 to keep one), got ", requested);
-    RINGGRAD_CHECK(have == want || have == 1, "expand: the size ", have, " of shape ", this->shape(),
-                   " must match ", want, " in ", requested, " unless it is 1");
+    RINGGRAD_CHECK(have == want || have == 1, "expand: the size ", have, " of shape ", this->shape(), " must match ",
+                   want, " in ", requested, " unless it is 1");
     shape[i] = want;
     strides[i] = new_dim ? 0 : (have == want ? stride(i - lead) : 0);  // stride 0 repeats the element
   }

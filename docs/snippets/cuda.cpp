@@ -14,12 +14,12 @@ int main() {
   Tensor labels = snippets::labels_for(256, 10);
 
   // [forward_backward]
-  Tensor x = randn({256, 784}).to(Device::cuda(0));       // host -> GPU
+  Tensor x = randn({256, 784}).to(Device::cuda(0));  // host -> GPU
   auto model = std::make_shared<nn::MLP>(std::vector<int64_t>{784, 1024, 10});
   model->to(Device::cuda(0));
   Tensor loss = cross_entropy(model->forward(x), labels.to(Device::cuda(0)));
   loss.backward();
-  std::cout << loss.item() << '\n';                         // waits for the GPU, then reads one float
+  std::cout << loss.item() << '\n';                           // waits for the GPU, then reads one float
   std::cout << cuda_memory_stats(0).raw_alloc_count << '\n';  // cudaMalloc calls so far
   // [/forward_backward]
 

@@ -10,16 +10,16 @@ int main() {
   Tensor y = snippets::labels_for(64, 10);
 
   // [dp_loop]
-  auto model = std::make_shared<Mlp>(784, 256, 10);              // lives on cpu:0, the first device
+  auto model = std::make_shared<Mlp>(784, 256, 10);  // lives on cpu:0, the first device
   parallel::DataParallel<Mlp> dp(model, {Device::cpu(0), Device::cpu(1)});
-  optim::SGD opt(dp.parameters(), optim::SGDOptions(0.1));        // the model's own parameters
+  optim::SGD opt(dp.parameters(), optim::SGDOptions(0.1));  // the model's own parameters
   for (int step = 0; step < 5; ++step) {
-    Tensor loss = cross_entropy(dp.forward(x), y);                 // x, y on cpu:0
+    Tensor loss = cross_entropy(dp.forward(x), y);  // x, y on cpu:0
     opt.zero_grad();
-    loss.backward();                                               // replicas' backward in parallel
+    loss.backward();  // replicas' backward in parallel
     opt.step();
   }
-  std::shared_ptr<nn::Linear> fc1 = dp.module()->fc1;            // the model's own layer
+  std::shared_ptr<nn::Linear> fc1 = dp.module()->fc1;  // the model's own layer
   // [/dp_loop]
 
   const double first = cross_entropy(snippets::Mlp(784, 256, 10).forward(x), y).item();  // a fresh model

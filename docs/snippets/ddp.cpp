@@ -24,22 +24,22 @@ int main() {
   Tensor labels = snippets::labels_for(256, 10);
 
   // [ddp_loop]
-  auto pg = parallel::init_process_group("ring");                 // RANK, WORLD_SIZE, ... from ringrun
+  auto pg = parallel::init_process_group("ring");  // RANK, WORLD_SIZE, ... from ringrun
   auto model = std::make_shared<Mlp>(784, 256, 10);
-  parallel::DistributedDataParallel<Mlp> ddp(model, pg);          // broadcasts rank 0's weights
+  parallel::DistributedDataParallel<Mlp> ddp(model, pg);  // broadcasts rank 0's weights
   optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1));
   auto sampler = std::make_shared<data::DistributedSampler>(images.size(0), pg->size(), pg->rank());
   data::DataLoader loader(images, labels, data::DataLoaderOptions().batch_size(64).sampler(sampler));
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-    loader.set_epoch(epoch);                                      // same shuffle on every rank
+    loader.set_epoch(epoch);  // same shuffle on every rank
     for (const data::Batch& b : loader) {
       Tensor loss = cross_entropy(ddp.forward(b.x), b.y);
       opt.zero_grad();
-      loss.backward();                                            // gradients averaged over all ranks
+      loss.backward();  // gradients averaged over all ranks
       opt.step();
     }
   }
-  std::shared_ptr<nn::Linear> fc1 = ddp.module()->fc1;            // the model's own layer
+  std::shared_ptr<nn::Linear> fc1 = ddp.module()->fc1;  // the model's own layer
   // [/ddp_loop]
   snippets::expect(fc1.get() == model->fc1.get(), "ddp.module() is the model itself");
 
@@ -55,7 +55,7 @@ int main() {
     opt.zero_grad();
     // [no_sync]
     {
-      auto guard = ddp.no_sync();                   // no communication in this scope:
+      auto guard = ddp.no_sync();                     // no communication in this scope:
       cross_entropy(ddp.forward(x1), y1).backward();  // .grad holds this micro-batch's gradient
     }
     cross_entropy(ddp.forward(x2), y2).backward();  // adds, then averages the sum over the ranks
@@ -65,8 +65,7 @@ int main() {
   {
     // [unused]
     auto net = std::make_shared<TwoHeads>();  // head_b gets no gradient in this step
-    parallel::DistributedDataParallel<TwoHeads> ddp2(
-        net, pg, parallel::DDPOptions().find_unused_parameters(true));
+    parallel::DistributedDataParallel<TwoHeads> ddp2(net, pg, parallel::DDPOptions().find_unused_parameters(true));
     sum(ddp2.forward(randn({8, 16}))).backward();  // head_b counts as ready; its bucket is reduced
     // [/unused]
     snippets::expect(net->body->weight.grad().defined(), "used parameters get averaged gradients");

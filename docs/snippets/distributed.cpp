@@ -21,13 +21,14 @@ int main() {
       message = e.what();
     }
     snippets::expect(message.rfind("init_process_group: WORLD_SIZE is not set; launch with tools/ringrun "
-                                   "--nproc-per-node N prog", 0) == 0,
+                                   "--nproc-per-node N prog",
+                                   0) == 0,
                      "the missing-variable error, got '" + message + "'");
     setenv("WORLD_SIZE", world_size.c_str(), /*overwrite=*/1);
   }
 
   // [init]
-  auto pg = parallel::init_process_group("ring");   // reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+  auto pg = parallel::init_process_group("ring");  // reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
   // [/init]
   snippets::expect(pg->rank() == std::atoi(std::getenv("RANK")) && pg->size() == std::atoi(std::getenv("WORLD_SIZE")),
                    "the group's rank and size are the launcher's");

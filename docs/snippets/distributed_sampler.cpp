@@ -13,11 +13,11 @@ using namespace ringgrad;
 int main() {
   const int64_t epochs = 2;
   const int world_size = 3;
-  const int64_t n = 1000;                                   // ceil(1000 / 3) = 334 samples per rank
+  const int64_t n = 1000;                     // ceil(1000 / 3) = 334 samples per rank
   Tensor images = arange(n).reshape({n, 1});  // sample i is the number i
   Tensor labels = snippets::labels_for(n, 10);
 
-  std::vector<std::vector<int64_t>> seen(world_size);       // [rank]: the samples it trained on, in order
+  std::vector<std::vector<int64_t>> seen(world_size);  // [rank]: the samples it trained on, in order
   for (int rank = 0; rank < world_size; ++rank) {
     auto step = [&](const Tensor& x, const Tensor& y) {
       for (float v : x.to_vector<float>()) seen[rank].push_back(static_cast<int64_t>(v));

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 #include "mlp.h"
 
 using namespace ringgrad;
@@ -38,8 +38,8 @@ class CountingBackend final : public Backend {
   void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc& dst, Stream s) override {
     cpu().copy(src_dt, src, dst_dt, dst, s);
   }
-  void copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKind dst_kind, int dst_index,
-                    void* dst, int64_t nbytes) override {
+  void copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKind dst_kind, int dst_index, void* dst,
+                    int64_t nbytes) override {
     cpu().copy_between(src_kind, src_index, src, dst_kind, dst_index, dst, nbytes);
   }
   void random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset, double a, double b,
@@ -53,31 +53,29 @@ class CountingBackend final : public Backend {
   void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, Stream s) override {
     cpu().binary(op, dt, a, b, out, s);
   }
-  void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r,
-              int64_t inner, Stream s) override {
+  void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r, int64_t inner,
+              Stream s) override {
     cpu().reduce(op, dt, x, y, indices, outer, r, inner, s);
   }
   void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer, int64_t r,
                        int64_t inner, Stream s) override {
     cpu().scatter_add_dim(dt, src, index, dst, outer, r, inner, s);
   }
-  void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
-               Stream s) override {
+  void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log, Stream s) override {
     cpu().softmax(dt, x, y, outer, c, inner, log, s);
   }
   void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t c, int64_t inner,
                         bool log, Stream s) override {
     cpu().softmax_backward(dt, y, dy, dx, outer, c, inner, log, s);
   }
-  void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs,
-                             int64_t rows, int64_t c, double label_smoothing, Stream s) override {
+  void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs, int64_t rows,
+                             int64_t c, double label_smoothing, Stream s) override {
     cpu().cross_entropy_forward(dt, logits, labels, loss, probs, rows, c, label_smoothing, s);
   }
   void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss,
                               int64_t dloss_stride, double scale, void* dlogits, int64_t rows, int64_t c,
                               double label_smoothing, Stream s) override {
-    cpu().cross_entropy_backward(dt, probs, labels, dloss, dloss_stride, scale, dlogits, rows, c, label_smoothing,
-                                 s);
+    cpu().cross_entropy_backward(dt, probs, labels, dloss, dloss_stride, scale, dlogits, rows, c, label_smoothing, s);
   }
   void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, uint64_t seed, uint64_t offset,
                Stream s) override {

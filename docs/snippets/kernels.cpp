@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "mlp.h"
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 using namespace ringgrad;
 
@@ -14,7 +14,7 @@ int main() {
 
   // [fused_linear]
   Tensor fused = linear(x, weight, bias, Activation::Relu);  // one GEMM; bias and ReLU in its epilogue
-  Tensor unfused = relu(linear(x, weight, bias));             // the same values, one more pass over y
+  Tensor unfused = relu(linear(x, weight, bias));            // the same values, one more pass over y
   // [/fused_linear]
 
   // [backend_gemm]

@@ -29,14 +29,14 @@ int main() {
   Tensor y = snippets::labels_for(32, 10);
 
   // [step]
-  auto model = std::make_shared<Mlp>(784, 256, 10);      // fc1.weight, fc1.bias, fc2.weight, fc2.bias
+  auto model = std::make_shared<Mlp>(784, 256, 10);  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
 
-  Tensor logits = model->forward(x);     // linear -> relu -> linear, each op records a node
+  Tensor logits = model->forward(x);       // linear -> relu -> linear, each op records a node
   Tensor loss = cross_entropy(logits, y);  // fused log-softmax + NLL, mean over the 32 rows
-  opt.zero_grad();                       // every .grad back to undefined
-  loss.backward();                       // the engine runs the graph; the four .grad are filled
-  opt.step();                            // one fused sgd_step kernel per parameter
+  opt.zero_grad();                         // every .grad back to undefined
+  loss.backward();                         // the engine runs the graph; the four .grad are filled
+  opt.step();                              // one fused sgd_step kernel per parameter
   // [/step]
 
   // [show_graph]

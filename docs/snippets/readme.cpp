@@ -11,8 +11,8 @@
 
 int main() {
   {
-    // [first_program]
-    #include <ringgrad/ringgrad.h>
+// [first_program]
+#include <ringgrad/ringgrad.h>
     using namespace ringgrad;
 
     Tensor x = from_vector<float>({1.5f, -2.0f, 3.0f}).requires_grad_(true);
@@ -47,18 +47,18 @@ int main() {
   setenv("WORLD_SIZE", "1", /*overwrite=*/0);
   Tensor before = model->fc1->weight.grad().clone();
   // [all_reduce]
-  auto pg = parallel::init_process_group("ring");          // "nccl" for GPUs
-  Tensor grad = model->fc1->weight.grad();                 // this process's gradient
-  pg->all_reduce(grad, parallel::ReduceOp::Avg)->wait();   // the mean over all processes
+  auto pg = parallel::init_process_group("ring");         // "nccl" for GPUs
+  Tensor grad = model->fc1->weight.grad();                // this process's gradient
+  pg->all_reduce(grad, parallel::ReduceOp::Avg)->wait();  // the mean over all processes
   // [/all_reduce]
   if (pg->size() == 1) {
     snippets::expect(grad.to_vector<float>() == before.to_vector<float>(), "the mean over one process is itself");
   }
   {
     // [ddp]
-    parallel::DistributedDataParallel<Mlp> ddp(model, pg);   // each process: full replica, own data shard
+    parallel::DistributedDataParallel<Mlp> ddp(model, pg);  // each process: full replica, own data shard
     Tensor loss = cross_entropy(ddp.forward(x), labels);
-    loss.backward();                                          // .grad = average over all processes
+    loss.backward();  // .grad = average over all processes
     // [/ddp]
     snippets::expect(model->fc1->weight.grad().defined(), "DDP fills .grad");
   }

@@ -46,7 +46,7 @@ std::shared_ptr<nn::Linear> fit(const Tensor& x, const Tensor& y, int steps, Mak
 
 int main() {
   try {
-    manual_seed(0);  // the layer's initial weights
+    manual_seed(0);                                                 // the layer's initial weights
     const Tensor x = arange(-1.0, 1.0, 1.0 / 32).reshape({64, 1});  // 64 points in [-1, 1)
     const Tensor y = x * kSlope + kIntercept;
 
@@ -67,14 +67,15 @@ int main() {
     std::printf("ringgrad %s: fitted y = %.4f x %+.4f (expected y = %.1f x %+.1f), loss %.2e\n",
                 RINGGRAD_VERSION_STRING, w, b, kSlope, kIntercept, loss_value);
     if (!(std::fabs(w - kSlope) < kTolerance && std::fabs(b - kIntercept) < kTolerance)) {
-      std::fprintf(stderr, "consumer: expected w = %g and b = %g to within %g, got w = %g and b = %g\n",
-                   kSlope, kIntercept, kTolerance, w, b);
+      std::fprintf(stderr, "consumer: expected w = %g and b = %g to within %g, got w = %g and b = %g\n", kSlope,
+                   kIntercept, kTolerance, w, b);
       return 1;
     }
 
     // The out-of-tree optimizer against the built-in one with the same rule.
     const auto sgd = fit(x, y, kSteps, [](std::vector<Tensor> params) {
-      return std::make_unique<optim::SGD>(std::move(params), optim::SGDOptions(kMomentumLearningRate).momentum(kMomentum));
+      return std::make_unique<optim::SGD>(std::move(params),
+                                          optim::SGDOptions(kMomentumLearningRate).momentum(kMomentum));
     });
     const auto heavy = fit(x, y, kSteps, [](std::vector<Tensor> params) {
       return std::make_unique<HeavyBall>(std::move(params), kMomentumLearningRate, kMomentum);

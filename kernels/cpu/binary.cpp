@@ -19,16 +19,28 @@ namespace ringgrad {
 namespace {
 
 struct AddOp {
-  template <typename T> T operator()(T x, T y) const { return x + y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x + y;
+  }
 };
 struct SubOp {
-  template <typename T> T operator()(T x, T y) const { return x - y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x - y;
+  }
 };
 struct MulOp {
-  template <typename T> T operator()(T x, T y) const { return x * y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x * y;
+  }
 };
 struct DivOp {
-  template <typename T> T operator()(T x, T y) const { return x / y; }
+  template <typename T>
+  T operator()(T x, T y) const {
+    return x / y;
+  }
 };
 
 bool is_single_value(const StridedDesc& d) {

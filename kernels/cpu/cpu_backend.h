@@ -13,7 +13,7 @@
 // GEMMs fan out to the helper threads of thread_pool.h. `Stream` is ignored. Kernels never allocate.
 #pragma once
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 
@@ -35,19 +35,18 @@ class CpuBackend final : public Backend {
                       Stream s) override;
   void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, Stream s) override;
 
-  void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r,
-              int64_t inner, Stream s) override;
+  void reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t* indices, int64_t outer, int64_t r, int64_t inner,
+              Stream s) override;
   void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer, int64_t r,
                        int64_t inner, Stream s) override;
 
   void gemm(const GemmArgs& args, Stream s) override;
 
-  void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
-               Stream s) override;
+  void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log, Stream s) override;
   void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t c, int64_t inner,
                         bool log, Stream s) override;
-  void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs,
-                             int64_t rows, int64_t c, double label_smoothing, Stream s) override;
+  void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs, int64_t rows,
+                             int64_t c, double label_smoothing, Stream s) override;
   void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss,
                               int64_t dloss_stride, double scale, void* dlogits, int64_t rows, int64_t c,
                               double label_smoothing, Stream s) override;

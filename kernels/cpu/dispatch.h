@@ -12,16 +12,16 @@
 
 #include <cstdint>
 
-#include "core/base/dtype.h"
-#include "core/base/error.h"
+#include <ringgrad/core/base/dtype.h>
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace cpu {
 
 template <typename Fn>
 void dispatch_floating(const char* kernel, DType dt, Fn&& fn) {
-  RINGGRAD_CHECK(dt == DType::f32 || dt == DType::f64, kernel,
-                 ": the CPU backend supports float32 and float64, got ", dtype_name(dt));
+  RINGGRAD_CHECK(dt == DType::f32 || dt == DType::f64, kernel, ": the CPU backend supports float32 and float64, got ",
+                 dtype_name(dt));
   if (dt == DType::f32) {
     fn(float{});
   } else {
@@ -40,8 +40,8 @@ void dispatch_storage(const char* kernel, DType dt, Fn&& fn) {
     case DType::u8: fn(uint8_t{}); return;
     default: break;
   }
-  throw Error(detail::str(kernel, ": the CPU backend supports float32, float64, int64 and uint8, got ",
-                          dtype_name(dt)));
+  throw Error(
+      detail::str(kernel, ": the CPU backend supports float32, float64, int64 and uint8, got ", dtype_name(dt)));
 }
 
 }  // namespace cpu

@@ -17,7 +17,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/unary_ops.h"  // the epilogue's activations: the same functors as relu() and gelu()
+#include <ringgrad/kernels/unary_ops.h>  // the epilogue's activations: the same functors as relu() and gelu()
 
 namespace ringgrad {
 namespace {
@@ -73,8 +73,8 @@ void epilogue(T* c, int64_t m, int64_t n, int64_t ldc, const T* bias, Activation
 
 // One product on a block of C: C = alpha op(A) op(B) + beta C, then + bias, then the activation.
 template <typename T, bool kTransA, bool kTransB>
-void gemm_block(const T* a, const T* b, T* c, const T* bias, int64_t m, int64_t n, int64_t k, int64_t lda,
-                int64_t ldb, int64_t ldc, T alpha, T beta, Activation activation) {
+void gemm_block(const T* a, const T* b, T* c, const T* bias, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                int64_t ldc, T alpha, T beta, Activation activation) {
   MatrixMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
   if (k == 0) {
     // An empty sum: op(A) op(B) is all zeros, leaving C = beta C (+ bias, activation below).
@@ -119,7 +119,8 @@ void gemm_batched(const GemmArgs& g) {
   const bool split_rows = m >= n;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int64_t bands_max = std::max<int64_t>(1, (split_rows ? m : n) / kMinBand);
-  const int parts = flops < kParallelMinFlops ? 1 : static_cast<int>(std::min<int64_t>(cpu::kernel_threads(), bands_max));
+  const int parts =
+      flops < kParallelMinFlops ? 1 : static_cast<int>(std::min<int64_t>(cpu::kernel_threads(), bands_max));
 
   for (int64_t p = 0; p < g.batch; ++p) {
     const T* a = static_cast<const T*>(g.a) + p * g.stride_a;
@@ -135,8 +136,8 @@ void gemm_batched(const GemmArgs& g) {
       } else {
         const int64_t j0 = n * part / parts, j1 = n * (part + 1) / parts;
         const T* b_band = b + (kTransB ? j0 * ldb : j0);  // columns j0.. of op(B)
-        gemm_block<T, kTransA, kTransB>(a, b_band, c + j0, bias ? bias + j0 : nullptr, m, j1 - j0, k, lda, ldb,
-                                        ldc, alpha, beta, g.activation);
+        gemm_block<T, kTransA, kTransB>(a, b_band, c + j0, bias ? bias + j0 : nullptr, m, j1 - j0, k, lda, ldb, ldc,
+                                        alpha, beta, g.activation);
       }
     });
   }
@@ -147,8 +148,8 @@ void gemm_batched(const GemmArgs& g) {
 void CpuBackend::gemm(const GemmArgs& g, Stream) {
   cpu::dispatch_floating("gemm", g.dtype, [&](auto zero) {
     using T = decltype(zero);
-    RINGGRAD_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm: expected non-negative sizes, got m=",
-                   g.m, " n=", g.n, " k=", g.k, " batch=", g.batch);
+    RINGGRAD_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 0, "gemm: expected non-negative sizes, got m=", g.m,
+                   " n=", g.n, " k=", g.k, " batch=", g.batch);
     if (g.m == 0 || g.n == 0 || g.batch == 0) return;  // C is empty: nothing to write
     if (g.trans_a) {
       g.trans_b ? gemm_batched<T, true, true>(g) : gemm_batched<T, true, false>(g);

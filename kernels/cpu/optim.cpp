@@ -76,14 +76,15 @@ void adam_step_typed(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs
   for (int64_t i = 0; i < n; ++i) {
     T pi = p[i];
     T gi = g[i];
-    if (a.decoupled_weight_decay) pi = pi * decay;       // param.mul_(1 - lr * weight_decay)
-    if (coupled_decay) gi = gi + weight_decay * pi;       // grad = grad.add(param, alpha=weight_decay)
-    const T mi = m[i] * beta1 + one_minus_beta1 * gi;    // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-    const T vi = v[i] * beta2 + one_minus_beta2 * gi * gi;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    if (a.decoupled_weight_decay) pi = pi * decay;     // param.mul_(1 - lr * weight_decay)
+    if (coupled_decay) gi = gi + weight_decay * pi;    // grad = grad.add(param, alpha=weight_decay)
+    const T mi = m[i] * beta1 + one_minus_beta1 * gi;  // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+    const T vi =
+        v[i] * beta2 + one_minus_beta2 * gi * gi;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
     m[i] = mi;
     v[i] = vi;
     const T denom = std::sqrt(vi) / bias_correction2_sqrt + eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
-    p[i] = pi + minus_step_size * mi / denom;                      // param.addcdiv_(exp_avg, denom, value=-step_size)
+    p[i] = pi + minus_step_size * mi / denom;                     // param.addcdiv_(exp_avg, denom, value=-step_size)
   }
 }
 
@@ -124,7 +125,9 @@ void CpuBackend::adam_step(DType dt, void* param, const void* grad, void* exp_av
     const T* g = static_cast<const T*>(grad);
     T* m = static_cast<T*>(exp_avg);
     T* v = static_cast<T*>(exp_avg_sq);
-    in_chunks(n, [&](int64_t begin, int64_t count) { adam_step_typed(p + begin, g + begin, m + begin, v + begin, count, args); });
+    in_chunks(n, [&](int64_t begin, int64_t count) {
+      adam_step_typed(p + begin, g + begin, m + begin, v + begin, count, args);
+    });
   });
 }
 

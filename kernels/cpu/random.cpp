@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
-#include "core/base/philox.h"
+#include <ringgrad/core/base/philox.h>
 
 namespace ringgrad {
 

@@ -109,8 +109,8 @@ void CpuBackend::scatter_add_dim(DType dt, const void* src, const int64_t* index
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t j = index[o * inner + i];
-        RINGGRAD_CHECK(j >= 0 && j < r, "scatter_add_dim: expected an index in [0, ", r, "), got ", j,
-                       " at position [", o, ", ", i, "]");
+        RINGGRAD_CHECK(j >= 0 && j < r, "scatter_add_dim: expected an index in [0, ", r, "), got ", j, " at position [",
+                       o, ", ", i, "]");
         d[(o * r + j) * inner + i] += s[o * inner + i];
       }
     }

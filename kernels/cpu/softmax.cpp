@@ -151,8 +151,7 @@ void cross_entropy_backward_typed(const T* probs, const int64_t* labels, const T
 
 }  // namespace
 
-void CpuBackend::softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
-                         Stream) {
+void CpuBackend::softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log, Stream) {
   cpu::dispatch_floating(log ? "log_softmax" : "softmax", dt, [&](auto zero) {
     using T = decltype(zero);
     softmax_forward(static_cast<const T*>(x), static_cast<T*>(y), outer, c, inner, log);

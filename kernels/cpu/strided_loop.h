@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "core/base/strided.h"
+#include <ringgrad/core/base/strided.h>
 
 namespace ringgrad {
 namespace cpu {

@@ -60,8 +60,10 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       for (int i = 0; i < wakeups; ++i) queue_.push_back(job);
     }
-    if (wakeups == 1) wake_.notify_one();
-    else wake_.notify_all();
+    if (wakeups == 1)
+      wake_.notify_one();
+    else
+      wake_.notify_all();
   }
 
   static Pool& instance() {

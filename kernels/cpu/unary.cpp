@@ -7,7 +7,7 @@
 // loop, so each op gets its own loop with the functor's body inlined.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace {

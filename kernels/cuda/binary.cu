@@ -26,14 +26,10 @@ using namespace detail;
 template <typename A>
 __device__ inline A binary_value(BinaryOp op, A a, A b) {
   switch (op) {
-    case BinaryOp::Add:
-      return a + b;
-    case BinaryOp::Sub:
-      return a - b;
-    case BinaryOp::Mul:
-      return a * b;
-    case BinaryOp::Div:
-      return a / b;
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div: return a / b;
   }
   return a;
 }

@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace cuda {

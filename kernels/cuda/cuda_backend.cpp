@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/optim.h"
@@ -89,8 +89,8 @@ void CudaBackend::copy(DType src_dt, const StridedDesc& src, DType dst_dt, const
   on_stream("copy", s, [&](cudaStream_t st, int) { cuda::copy(src_dt, src, dst_dt, dst, st); });
 }
 
-void CudaBackend::copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKind dst_kind,
-                               int dst_index, void* dst, int64_t nbytes) {
+void CudaBackend::copy_between(DeviceKind src_kind, int src_index, const void* src, DeviceKind dst_kind, int dst_index,
+                               void* dst, int64_t nbytes) {
   cuda::copy_between(src_kind, src_index, src, dst_kind, dst_index, dst, nbytes);
 }
 
@@ -118,8 +118,8 @@ void CudaBackend::reduce(ReduceOp op, DType dt, const void* x, void* y, int64_t*
   on_stream("reduce", s, [&](cudaStream_t st, int) { cuda::reduce(op, dt, x, y, indices, outer, r, inner, st); });
 }
 
-void CudaBackend::scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer,
-                                  int64_t r, int64_t inner, Stream s) {
+void CudaBackend::scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst, int64_t outer, int64_t r,
+                                  int64_t inner, Stream s) {
   on_stream("scatter_add_dim", s,
             [&](cudaStream_t st, int) { cuda::scatter_add_dim(dt, src, index, dst, outer, r, inner, st); });
 }
@@ -169,7 +169,8 @@ void CudaBackend::dropout(DType dt, const void* x, void* y, void* mask, int64_t 
 
 void CudaBackend::sgd_step(DType dt, void* param, const void* grad, void* momentum_buffer, int64_t n,
                            const SgdStepArgs& args, Stream s) {
-  on_stream("sgd_step", s, [&](cudaStream_t st, int) { cuda::sgd_step(dt, param, grad, momentum_buffer, n, args, st); });
+  on_stream("sgd_step", s,
+            [&](cudaStream_t st, int) { cuda::sgd_step(dt, param, grad, momentum_buffer, n, args, st); });
 }
 
 void CudaBackend::adam_step(DType dt, void* param, const void* grad, void* exp_avg, void* exp_avg_sq, int64_t n,

@@ -37,10 +37,10 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace cuda {
@@ -297,8 +297,7 @@ void gemm_f32(const GemmArgs& args, cudaStream_t stream, int large_tile_blocks_p
   if (args.m > kMaxDim || args.n > kMaxDim || args.k > kMaxDim)
     throw Error(detail::str("gemm_f32: sizes m=", args.m, " n=", args.n, " k=", args.k, " exceed 2^31"));
   if (args.m == 0 || args.n == 0 || args.batch == 0) return;
-  if ((args.m + 63) / 64 > 65535)
-    throw Error(detail::str("gemm_f32: m=", args.m, " needs more than 65535 row tiles"));
+  if ((args.m + 63) / 64 > 65535) throw Error(detail::str("gemm_f32: m=", args.m, " needs more than 65535 row tiles"));
 
   KernelArgs g;
   g.m = static_cast<int>(args.m), g.n = static_cast<int>(args.n), g.k = static_cast<int>(args.k);

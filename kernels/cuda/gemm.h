@@ -13,7 +13,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace cuda {

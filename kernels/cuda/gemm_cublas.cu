@@ -13,11 +13,11 @@
 #include <climits>
 #include <cstdint>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/gemm.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace cuda {
@@ -25,8 +25,8 @@ namespace {
 
 void check_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(detail::str(call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status),
-                          ") at ", file, ":", line));
+  throw Error(detail::str(call, " failed: ", cublasGetStatusName(status), " (", cublasGetStatusString(status), ") at ",
+                          file, ":", line));
 }
 #define RINGGRAD_CUBLAS_CHECK(call) check_cublas((call), #call, __FILE__, __LINE__)
 
@@ -57,10 +57,10 @@ void gemm_cublas_f32(const GemmArgs& args, cudaStream_t stream, cublasHandle_t h
   if (args.dtype != DType::f32)
     throw Error(detail::str("gemm_cublas_f32: expected float32, got ", dtype_name(args.dtype)));
   if (args.m < 0 || args.n < 0 || args.k < 0 || args.batch < 0)
-    throw Error(detail::str("gemm_cublas_f32: negative size m=", args.m, " n=", args.n, " k=", args.k,
-                            " batch=", args.batch));
-  if (args.m > INT_MAX || args.n > INT_MAX || args.k > INT_MAX || args.batch > INT_MAX ||
-      args.lda > INT_MAX || args.ldb > INT_MAX || args.ldc > INT_MAX)
+    throw Error(
+        detail::str("gemm_cublas_f32: negative size m=", args.m, " n=", args.n, " k=", args.k, " batch=", args.batch));
+  if (args.m > INT_MAX || args.n > INT_MAX || args.k > INT_MAX || args.batch > INT_MAX || args.lda > INT_MAX ||
+      args.ldb > INT_MAX || args.ldc > INT_MAX)
     throw Error(detail::str("gemm_cublas_f32: sizes or leading dimensions exceed cuBLAS's int: m=", args.m,
                             " n=", args.n, " k=", args.k, " batch=", args.batch));
   if (args.m == 0 || args.n == 0 || args.batch == 0) return;
@@ -72,9 +72,8 @@ void gemm_cublas_f32(const GemmArgs& args, cudaStream_t stream, cublasHandle_t h
   auto ld = [](int64_t v) { return static_cast<int>(v > 0 ? v : 1); };
   RINGGRAD_CUBLAS_CHECK(cublasSgemmStridedBatched(
       handle, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-      static_cast<const float*>(args.b), ld(args.ldb), args.stride_b, static_cast<const float*>(args.a),
-      ld(args.lda), args.stride_a, &beta, static_cast<float*>(args.c), ld(args.ldc), args.stride_c,
-      static_cast<int>(args.batch)));
+      static_cast<const float*>(args.b), ld(args.ldb), args.stride_b, static_cast<const float*>(args.a), ld(args.lda),
+      args.stride_a, &beta, static_cast<float*>(args.c), ld(args.ldc), args.stride_c, static_cast<int>(args.batch)));
 
   if (args.bias == nullptr && args.activation == Activation::None) return;
   constexpr int kThreads = 256;

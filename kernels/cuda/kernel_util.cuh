@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/base/dtype.h"
-#include "core/base/error.h"
-#include "core/base/strided.h"
+#include <ringgrad/core/base/dtype.h>
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/base/strided.h>
 
 namespace ringgrad {
 namespace cuda {
@@ -36,9 +36,16 @@ __device__ inline int64_t global_thread() { return static_cast<int64_t>(blockIdx
 __device__ inline int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // The arithmetic type of a storage type: bfloat16 is loaded into float, computed on, and rounded back.
-template <typename T> struct AccOf { using type = T; };
-template <> struct AccOf<bf16> { using type = float; };
-template <typename T> using acc_t = typename AccOf<T>::type;
+template <typename T>
+struct AccOf {
+  using type = T;
+};
+template <>
+struct AccOf<bf16> {
+  using type = float;
+};
+template <typename T>
+using acc_t = typename AccOf<T>::type;
 
 // Value conversion between any two storage types; bfloat16 goes through float (or straight from double).
 // __host__ too: the launchers convert a fill value on the host. A __device__-only function called from
@@ -51,15 +58,23 @@ __host__ __device__ inline D convert(S s) {
   } else if constexpr (std::is_same_v<S, bf16>) {
     return static_cast<D>(__bfloat162float(s));
   } else if constexpr (std::is_same_v<D, bf16>) {
-    if constexpr (std::is_same_v<S, double>) return __double2bfloat16(s);
-    else return __float2bfloat16_rn(static_cast<float>(s));
+    if constexpr (std::is_same_v<S, double>)
+      return __double2bfloat16(s);
+    else
+      return __float2bfloat16_rn(static_cast<float>(s));
   } else {
     return static_cast<D>(s);
   }
 }
 
-template <typename T> __device__ inline acc_t<T> load(const T* p) { return convert<acc_t<T>>(*p); }
-template <typename T> __device__ inline T store_value(acc_t<T> v) { return convert<T>(v); }
+template <typename T>
+__device__ inline acc_t<T> load(const T* p) {
+  return convert<acc_t<T>>(*p);
+}
+template <typename T>
+__device__ inline T store_value(acc_t<T> v) {
+  return convert<T>(v);
+}
 
 // kVec consecutive elements moved as one 16-byte (or narrower) load or store.
 template <typename T, int kVec>

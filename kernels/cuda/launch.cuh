@@ -14,7 +14,7 @@
 
 #include <utility>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace cuda {
@@ -25,15 +25,15 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
 #ifdef RINGGRAD_CUDA_EMU
   ::cuda_emu::launch(name, kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
 #else
-  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  kernel<<<grid, block, shared_bytes, stream> > >(std::forward<Args>(args)...);
 #endif
   // A bad configuration or stream is reported here; a fault inside the kernel at the next
   // synchronisation (cudaStreamSynchronize, a blocking copy), as with any asynchronous launch.
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
     throw Error(::ringgrad::detail::str("launch of ", name, " (grid ", grid.x, "x", grid.y, "x", grid.z, ", block ",
-                                        block.x, "x", block.y, "x", block.z, ") failed: ", cudaGetErrorName(err),
-                                        " (", cudaGetErrorString(err), ")"));
+                                        block.x, "x", block.y, "x", block.z, ") failed: ", cudaGetErrorName(err), " (",
+                                        cudaGetErrorString(err), ")"));
   }
 }
 

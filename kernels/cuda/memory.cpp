@@ -6,8 +6,8 @@
 // tested on the CPU (tests/core/test_caching_allocator.cpp); this file only supplies raw memory.
 #include <cuda_runtime.h>
 
-#include "core/base/caching_allocator.h"
-#include "core/base/error.h"
+#include <ringgrad/core/base/caching_allocator.h>
+#include <ringgrad/core/base/error.h>
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/runtime.h"
 

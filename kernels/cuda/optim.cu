@@ -42,8 +42,8 @@ struct SgdConsts {
 
 template <typename T>
 SgdConsts<T> sgd_consts(const SgdStepArgs& a) {
-  return SgdConsts<T>{T(a.weight_decay), T(a.momentum), T(1.0 - a.dampening), T(-a.lr),
-                      a.weight_decay != 0.0, a.first_step, a.nesterov};
+  return SgdConsts<T>{T(a.weight_decay), T(a.momentum), T(1.0 - a.dampening), T(-a.lr), a.weight_decay != 0.0,
+                      a.first_step,      a.nesterov};
 }
 
 template <typename T>
@@ -90,10 +90,10 @@ __device__ inline void adam_update(T* __restrict__ p, const T* __restrict__ g, T
                                    int64_t i, const AdamConsts<T>& c) {
   T pi = p[i];
   T gi = g[i];
-  if (c.decoupled) pi = pi * c.decay;                          // param.mul_(1 - lr * weight_decay)
-  if (c.coupled_decay) gi = gi + c.weight_decay * pi;          // grad = grad.add(param, alpha=weight_decay)
-  const T mi = m[i] * c.beta1 + c.one_minus_beta1 * gi;        // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-  const T vi = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;   // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+  if (c.decoupled) pi = pi * c.decay;                         // param.mul_(1 - lr * weight_decay)
+  if (c.coupled_decay) gi = gi + c.weight_decay * pi;         // grad = grad.add(param, alpha=weight_decay)
+  const T mi = m[i] * c.beta1 + c.one_minus_beta1 * gi;       // exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+  const T vi = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
   m[i] = mi;
   v[i] = vi;
   const T denom = sqrt(vi) / c.bias_correction2_sqrt + c.eps;  // (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
@@ -101,14 +101,13 @@ __device__ inline void adam_update(T* __restrict__ p, const T* __restrict__ g, T
 }
 
 template <typename T>
-__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
-                           SgdConsts<T> c) {
+__global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n, SgdConsts<T> c) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) sgd_update(p, g, buf, i, c);
 }
 
 template <typename T>
-__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                            int64_t n, AdamConsts<T> c) {
+__global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v, int64_t n,
+                            AdamConsts<T> c) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) adam_update(p, g, m, v, i, c);
 }
 

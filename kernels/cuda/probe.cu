@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/runtime.h"
@@ -48,8 +48,8 @@ class DeviceBuffer {
 }  // namespace
 
 void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& y) {
-  RINGGRAD_CHECK(x.size() == y.size(), "cuda_probe_saxpy: expected x and y of the same size, got ", x.size(),
-                 " and ", y.size());
+  RINGGRAD_CHECK(x.size() == y.size(), "cuda_probe_saxpy: expected x and y of the same size, got ", x.size(), " and ",
+                 y.size());
   RINGGRAD_CHECK(cuda::device_count() > 0, "cuda_probe_saxpy: expected a CUDA GPU, found none");
   const int64_t n = static_cast<int64_t>(x.size());
   if (n == 0) return;
@@ -60,7 +60,7 @@ void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& 
   RINGGRAD_CUDA_CHECK(cudaMemcpy(dy.get(), y.data(), bytes, cudaMemcpyHostToDevice));
   const int64_t blocks = std::min<int64_t>((n + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks);
   cuda::launch_kernel("saxpy_kernel", saxpy_kernel, static_cast<unsigned>(blocks), kThreadsPerBlock, 0, nullptr, n, a,
-                dx.get(), dy.get());
+                      dx.get(), dy.get());
   // A blocking copy on the default stream: it waits for the kernel, and reports its faults.
   RINGGRAD_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), bytes, cudaMemcpyDeviceToHost));
 }

@@ -6,7 +6,6 @@
 
 #include <vector>
 
-
 namespace ringgrad {
 
 // y = a*x + y on cuda:0: copies x and y to the device, runs saxpy_kernel, copies y back.

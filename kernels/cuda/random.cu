@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "core/base/cuda_check.h"
-#include "core/base/philox.h"
+#include <ringgrad/core/base/philox.h>
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/random.h"

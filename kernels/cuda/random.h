@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace cuda {

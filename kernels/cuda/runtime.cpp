@@ -10,7 +10,7 @@
 #include <mutex>
 #include <utility>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "kernels/cuda/cuda_backend.h"
 
 namespace ringgrad {
@@ -21,18 +21,13 @@ int query_device_count() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   switch (err) {
-    case cudaSuccess:
-      return count;
+    case cudaSuccess: return count;
     // No GPU, no driver, or only the driver's stub library: "no device", not a failure, so a CUDA
     // build still loads and runs its CPU work on such a machine.
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-    case cudaErrorStubLibrary:
-      (void)cudaGetLastError();
-      return 0;
-    default:
-      RINGGRAD_CUDA_CHECK(err);
-      return 0;
+    case cudaErrorStubLibrary: (void)cudaGetLastError(); return 0;
+    default: RINGGRAD_CUDA_CHECK(err); return 0;
   }
 }
 
@@ -66,7 +61,8 @@ int device_count() {
 
 void check_device(int device, const char* op) {
   const int n = device_count();
-  RINGGRAD_CHECK(n > 0, op, ": no CUDA GPU is visible to this process (no GPU, no driver, or CUDA_VISIBLE_DEVICES "
+  RINGGRAD_CHECK(n > 0, op,
+                 ": no CUDA GPU is visible to this process (no GPU, no driver, or CUDA_VISIBLE_DEVICES "
                  "hides them); this build has the CUDA backend, so the same program runs where there is one");
   RINGGRAD_CHECK(device >= 0 && device < n, op, ": expected a device in cuda:0..cuda:", n - 1, " (", n,
                  n == 1 ? " GPU" : " GPUs", " visible), got cuda:", device);

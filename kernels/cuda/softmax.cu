@@ -57,13 +57,13 @@ __device__ inline A warp_max(A v) {
 }
 
 // Element j of the softmax "row" that starts at `base` with stride `inner`.
-#define RG_AT(ptr, j) (ptr)[base + (j) * inner]
+#define RG_AT(ptr, j) (ptr)[base + (j)*inner]
 
 // Forward for one row/column; `lane`/`lanes` split the c elements (lanes == 1 in the column kernel).
 // The reductions go through `combine_max`/`combine_sum`, which are warp-wide or the identity.
 template <typename T, typename MaxAll, typename SumAll>
-__device__ inline void softmax_line(const T* __restrict__ x, T* __restrict__ y, int64_t base, int64_t c,
-                                    int64_t inner, int lane, int lanes, bool log, MaxAll max_all, SumAll sum_all) {
+__device__ inline void softmax_line(const T* __restrict__ x, T* __restrict__ y, int64_t base, int64_t c, int64_t inner,
+                                    int lane, int lanes, bool log, MaxAll max_all, SumAll sum_all) {
   using A = acc_t<T>;
   A m = -static_cast<A>(INFINITY);
   for (int64_t j = lane; j < c; j += lanes) m = running_max(m, load(&RG_AT(x, j)));
@@ -103,13 +103,19 @@ __device__ inline void softmax_backward_line(const T* __restrict__ y, const T* _
 #undef RG_AT
 
 struct WarpMax {
-  template <typename A> __device__ A operator()(A v) const { return warp_max(v); }
+  template <typename A>
+  __device__ A operator()(A v) const {
+    return warp_max(v);
+  }
 };
 struct WarpSum {
   __device__ double operator()(double v) const { return warp_sum(v); }
 };
 struct Identity {
-  template <typename A> __device__ A operator()(A v) const { return v; }
+  template <typename A>
+  __device__ A operator()(A v) const {
+    return v;
+  }
 };
 
 template <typename T>
@@ -137,9 +143,8 @@ __global__ void softmax_backward_rows_kernel(const T* __restrict__ y, const T* _
 }
 
 template <typename T>
-__global__ void softmax_backward_columns_kernel(const T* __restrict__ y, const T* __restrict__ dy,
-                                                T* __restrict__ dx, int64_t outer, int64_t c, int64_t inner,
-                                                bool log) {
+__global__ void softmax_backward_columns_kernel(const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx,
+                                                int64_t outer, int64_t c, int64_t inner, bool log) {
   for (int64_t k = global_thread(); k < outer * inner; k += grid_threads()) {
     const int64_t o = k / inner, i = k - o * inner;
     softmax_backward_line(y, dy, dx, o * c * inner + i, c, inner, 0, 1, log, Identity{});
@@ -182,8 +187,7 @@ __global__ void cross_entropy_forward_kernel(const T* __restrict__ logits, const
         loss[r] = static_cast<T>(NAN);
       } else {
         const double log_sum_exp = static_cast<double>(m) + ::log(sum_exp);
-        const double target_dot_x =
-            (1.0 - eps) * static_cast<double>(x[label]) + eps * sum_x / static_cast<double>(c);
+        const double target_dot_x = (1.0 - eps) * static_cast<double>(x[label]) + eps * sum_x / static_cast<double>(c);
         loss[r] = static_cast<T>(log_sum_exp - target_dot_x);
       }
     }
@@ -214,8 +218,7 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ probs, const
 
 }  // namespace
 
-void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
-             cudaStream_t stream) {
+void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log, cudaStream_t stream) {
   if (outer * c * inner == 0) return;
   dispatch_floating<true>(log ? "log_softmax" : "softmax", dt, [&](auto zero) {
     using T = decltype(zero);
@@ -261,9 +264,9 @@ void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, 
   });
 }
 
-void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss,
-                            int64_t dloss_stride, double scale, void* dlogits, int64_t rows, int64_t c,
-                            double label_smoothing, cudaStream_t stream) {
+void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss, int64_t dloss_stride,
+                            double scale, void* dlogits, int64_t rows, int64_t c, double label_smoothing,
+                            cudaStream_t stream) {
   if (rows * c == 0) return;
   dispatch_floating<false>("cross_entropy_backward", dt, [&](auto zero) {
     using T = decltype(zero);

@@ -9,13 +9,12 @@
 
 #include <cstdint>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace cuda {
 
-void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log,
-             cudaStream_t stream);
+void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log, cudaStream_t stream);
 void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t outer, int64_t c, int64_t inner,
                       bool log, cudaStream_t stream);
 
@@ -24,9 +23,9 @@ void softmax_backward(DType dt, const void* y, const void* dy, void* dx, int64_t
 // the mistake still shows. probs may be null when no backward will follow.
 void cross_entropy_forward(DType dt, const void* logits, const int64_t* labels, void* loss, void* probs, int64_t rows,
                            int64_t c, double label_smoothing, cudaStream_t stream);
-void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss,
-                            int64_t dloss_stride, double scale, void* dlogits, int64_t rows, int64_t c,
-                            double label_smoothing, cudaStream_t stream);
+void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, const void* dloss, int64_t dloss_stride,
+                            double scale, void* dlogits, int64_t rows, int64_t c, double label_smoothing,
+                            cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace ringgrad

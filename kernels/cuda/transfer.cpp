@@ -19,7 +19,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/runtime.h"
 
@@ -55,8 +55,7 @@ void peer_copy(int src_device, const void* src, int dst_device, void* dst, int64
   {
     CudaDeviceGuard guard(src_device);
     dst_ready.wait_in(src_stream);
-    RINGGRAD_CUDA_CHECK(
-        cudaMemcpyPeerAsync(dst, dst_device, src, src_device, static_cast<size_t>(nbytes), src_stream));
+    RINGGRAD_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, static_cast<size_t>(nbytes), src_stream));
     copied.record(src_stream);
   }
   CudaDeviceGuard guard(dst_device);
@@ -144,7 +143,7 @@ void CudaBackend::copy_from_pinned(int device, const ReadyPoint& after, const vo
   RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(dst, pinned_src, static_cast<size_t>(nbytes), cudaMemcpyHostToDevice, side));
   cuda::Event copied(device);
   copied.record(side);
-  copied.wait_in(compute);  // compute-stream work queued from now on sees the bytes
+  copied.wait_in(compute);                           // compute-stream work queued from now on sees the bytes
   RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(side));  // the pinned source may be reused
 }
 

@@ -18,7 +18,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/unary.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace cuda {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace cuda {

@@ -1,5 +1,5 @@
 // nn/data/dataloader.cpp: the per-epoch order, batch assembly, and the prefetch thread.
-#include "nn/data/dataloader.h"
+#include <ringgrad/nn/data/dataloader.h>
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <utility>
 
-#include "nn/data/fashion_mnist.h"
+#include <ringgrad/nn/data/fashion_mnist.h>
 
 namespace ringgrad {
 namespace data {
@@ -29,8 +29,8 @@ void gather_rows(const T* images, const int64_t* rows, int64_t count, int64_t fe
 DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) : options_(std::move(options)) {
   RINGGRAD_CHECK(images.defined() && labels.defined(), "DataLoader: expected defined images and labels tensors");
   RINGGRAD_CHECK(images.device().is_cpu() && labels.device().is_cpu(),
-                 "DataLoader: expected images and labels on the CPU, got ", images.device(), " and ",
-                 labels.device(), "; move batches to a device in a transform or after next()");
+                 "DataLoader: expected images and labels on the CPU, got ", images.device(), " and ", labels.device(),
+                 "; move batches to a device in a transform or after next()");
   RINGGRAD_CHECK(images.dim() >= 1, "DataLoader: expected images of shape [N, ...], got a 0-d tensor");
   const DType dt = images.dtype();
   RINGGRAD_CHECK(dt == DType::u8 || dt == DType::f32 || dt == DType::f64,
@@ -48,10 +48,10 @@ DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) 
     RINGGRAD_CHECK(options_.sampler_->size() >= 0, "DataLoader: expected sampler->size() >= 0, got ",
                    options_.sampler_->size());
   }
-  RINGGRAD_CHECK(!options_.normalize_ || (std::isfinite(options_.mean_) && std::isfinite(options_.std_) &&
-                                          options_.std_ > 0),
-                 "DataLoader: expected a finite mean and a std > 0 for normalize, got mean ", options_.mean_,
-                 " std ", options_.std_);
+  RINGGRAD_CHECK(
+      !options_.normalize_ || (std::isfinite(options_.mean_) && std::isfinite(options_.std_) && options_.std_ > 0),
+      "DataLoader: expected a finite mean and a std > 0 for normalize, got mean ", options_.mean_, " std ",
+      options_.std_);
   n_ = images.size(0);
   RINGGRAD_CHECK(n_ <= int64_t{UINT32_MAX}, "DataLoader: at most 2^32 - 1 samples are supported, got ", n_);
   images_ = images.contiguous();

@@ -48,8 +48,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/data/sampler.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/data/sampler.h>
 
 namespace ringgrad {
 namespace data {
@@ -78,18 +78,42 @@ struct DataLoaderOptions {
   std::function<void(Batch& batch, int64_t epoch, int64_t index)> transform_;
   std::shared_ptr<const Sampler> sampler_;  // null: the loader's own order over all N samples
 
-  DataLoaderOptions& batch_size(int64_t b) { batch_size_ = b; return *this; }
-  DataLoaderOptions& shuffle(bool s) { shuffle_ = s; shuffle_set_ = true; return *this; }
-  DataLoaderOptions& seed(uint64_t s) { seed_ = s; return *this; }
+  DataLoaderOptions& batch_size(int64_t b) {
+    batch_size_ = b;
+    return *this;
+  }
+  DataLoaderOptions& shuffle(bool s) {
+    shuffle_ = s;
+    shuffle_set_ = true;
+    return *this;
+  }
+  DataLoaderOptions& seed(uint64_t s) {
+    seed_ = s;
+    return *this;
+  }
   // Without it the last batch of an epoch holds the N % B leftover samples (when N % B != 0); with a
   // sampler, its size() takes N's place.
-  DataLoaderOptions& drop_last(bool d) { drop_last_ = d; return *this; }
+  DataLoaderOptions& drop_last(bool d) {
+    drop_last_ = d;
+    return *this;
+  }
   // x = (pixel / 255 - mean) / std for uint8 images, (value - mean) / std for floating ones.
   // Fashion-MNIST's training set has mean 0.2860 and std 0.3530.
-  DataLoaderOptions& normalize(double mean, double std) { normalize_ = true; mean_ = mean; std_ = std; return *this; }
-  DataLoaderOptions& prefetch(bool p) { prefetch_ = p; return *this; }
+  DataLoaderOptions& normalize(double mean, double std) {
+    normalize_ = true;
+    mean_ = mean;
+    std_ = std;
+    return *this;
+  }
+  DataLoaderOptions& prefetch(bool p) {
+    prefetch_ = p;
+    return *this;
+  }
   // On: x is [B, F], what a Linear layer takes. Off: x keeps each sample's shape, [B, 28, 28].
-  DataLoaderOptions& flatten(bool f) { flatten_ = f; return *this; }
+  DataLoaderOptions& flatten(bool f) {
+    flatten_ = f;
+    return *this;
+  }
   DataLoaderOptions& transform(std::function<void(Batch&, int64_t, int64_t)> t) {
     transform_ = std::move(t);
     return *this;
@@ -97,7 +121,10 @@ struct DataLoaderOptions {
   // Epoch e visits sampler->indices(e) instead of the loader's own order. As in PyTorch, a sampler and
   // an explicit shuffle(true) are mutually exclusive (the constructor throws): shuffling is the
   // sampler's option. The default shuffle, never set, simply gives way to the sampler.
-  DataLoaderOptions& sampler(std::shared_ptr<const Sampler> s) { sampler_ = std::move(s); return *this; }
+  DataLoaderOptions& sampler(std::shared_ptr<const Sampler> s) {
+    sampler_ = std::move(s);
+    return *this;
+  }
 };
 
 class DataLoader {
@@ -187,7 +214,7 @@ class DataLoader {
   float lut_[256] = {};   // uint8 pixel -> normalised float32, exact for each of the 256 values
 
   int64_t epoch_ = 0;
-  int64_t next_ = 0;                                 // the cursor's batch
+  int64_t next_ = 0;                                   // the cursor's batch
   std::shared_ptr<const std::vector<int64_t>> order_;  // permutation(epoch_), shared with the worker
 
   std::thread worker_;

@@ -1,9 +1,9 @@
 // nn/data/distributed_sampler.cpp: the sizes, padding and striding of PyTorch 1.13's DistributedSampler.
-#include "nn/data/distributed_sampler.h"
+#include <ringgrad/nn/data/distributed_sampler.h>
 
 #include <numeric>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace data {

@@ -40,7 +40,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/data/sampler.h"
+#include <ringgrad/nn/data/sampler.h>
 
 namespace ringgrad {
 namespace data {
@@ -50,10 +50,19 @@ struct DistributedSamplerOptions {
   uint64_t seed_ = 0;  // must be the same on every rank, or the ranks' shares overlap
   bool drop_last_ = false;
 
-  DistributedSamplerOptions& shuffle(bool s) { shuffle_ = s; return *this; }
-  DistributedSamplerOptions& seed(uint64_t s) { seed_ = s; return *this; }
+  DistributedSamplerOptions& shuffle(bool s) {
+    shuffle_ = s;
+    return *this;
+  }
+  DistributedSamplerOptions& seed(uint64_t s) {
+    seed_ = s;
+    return *this;
+  }
   // Off: pad with repeated samples to a multiple of R. On: cut the N % R samples that do not fit.
-  DistributedSamplerOptions& drop_last(bool d) { drop_last_ = d; return *this; }
+  DistributedSamplerOptions& drop_last(bool d) {
+    drop_last_ = d;
+    return *this;
+  }
 };
 
 class DistributedSampler final : public Sampler {
@@ -73,8 +82,8 @@ class DistributedSampler final : public Sampler {
   int64_t dataset_size() const { return dataset_size_; }  // N
   int num_replicas() const { return num_replicas_; }      // R
   int rank() const { return rank_; }
-  int64_t num_samples() const { return num_samples_; }    // M
-  int64_t total_size() const { return total_size_; }      // M * R: the padded or cut order's length
+  int64_t num_samples() const { return num_samples_; }  // M
+  int64_t total_size() const { return total_size_; }    // M * R: the padded or cut order's length
   const DistributedSamplerOptions& options() const { return options_; }
 
  private:

@@ -1,11 +1,11 @@
 // nn/data/fashion_mnist.cpp: finding, reading and checking the four Fashion-MNIST files.
-#include "nn/data/fashion_mnist.h"
+#include <ringgrad/nn/data/fashion_mnist.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
-#include "nn/data/idx.h"
+#include <ringgrad/nn/data/idx.h>
 
 namespace ringgrad {
 namespace data {
@@ -56,7 +56,7 @@ const std::array<std::string, FashionMNIST::kNumClasses>& FashionMNIST::class_na
 FashionMNIST::FashionMNIST(Split split, const std::string& dir) : split_(split), dir_(resolve_dir(dir)) {
   // Says where the folder came from, so a wrong RINGGRAD_FASHION_MNIST_DIR is easy to spot.
   const char* env = std::getenv(kDirEnvVar);
-  const std::string origin = !dir.empty()      ? "given to the constructor"
+  const std::string origin = !dir.empty()  ? "given to the constructor"
                              : env && *env ? std::string("from ") + kDirEnvVar
                                            : "the default location";
   auto locate = [&](const char* kind) {

@@ -1,5 +1,5 @@
 // nn/data/idx.cpp: read_idx and write_idx over zlib's gz* functions.
-#include "nn/data/idx.h"
+#include <ringgrad/nn/data/idx.h>
 
 #include <zlib.h>
 
@@ -97,8 +97,8 @@ Tensor read_idx(const std::string& path) {
 
   errno = 0;
   GzFile in{gzopen(path.c_str(), "rb")};
-  RINGGRAD_CHECK(in.file != nullptr, "read_idx: cannot open '", path, "': ",
-                 errno ? std::strerror(errno) : "out of memory");
+  RINGGRAD_CHECK(in.file != nullptr, "read_idx: cannot open '", path,
+                 "': ", errno ? std::strerror(errno) : "out of memory");
   gzbuffer(in.file, 1 << 18);  // fewer, larger reads; the default 8 KiB costs syscalls
 
   // --- header ---------------------------------------------------------------------------------------
@@ -107,8 +107,8 @@ Tensor read_idx(const std::string& path) {
   RINGGRAD_CHECK(magic_got == 4, where, ": truncated header: expected 4 magic bytes, the file holds ", magic_got,
                  early_end_note(in.file));
   RINGGRAD_CHECK(magic[0] == 0 && magic[1] == 0, where,
-                 ": not an IDX file: expected the magic number to start with 0x00 0x00, got ", hex_byte(magic[0]),
-                 " ", hex_byte(magic[1]));
+                 ": not an IDX file: expected the magic number to start with 0x00 0x00, got ", hex_byte(magic[0]), " ",
+                 hex_byte(magic[1]));
   const uint8_t type = magic[2];
   if (type != kTypeUnsignedByte) {
     const char* name = type_name(type);
@@ -121,9 +121,8 @@ Tensor read_idx(const std::string& path) {
 
   uint8_t size_bytes[4 * kMaxDims] = {};
   const int64_t sizes_got = read_some(in.file, where, size_bytes, 4 * ndims);
-  RINGGRAD_CHECK(sizes_got == 4 * ndims, where, ": truncated header: expected ", ndims, " dimension sizes (",
-                 4 * ndims, " bytes), the file holds ", sizes_got, " bytes after the magic number",
-                 early_end_note(in.file));
+  RINGGRAD_CHECK(sizes_got == 4 * ndims, where, ": truncated header: expected ", ndims, " dimension sizes (", 4 * ndims,
+                 " bytes), the file holds ", sizes_got, " bytes after the magic number", early_end_note(in.file));
   Shape shape;
   for (int d = 0; d < ndims; ++d) {
     const uint8_t* b = size_bytes + 4 * d;
@@ -172,8 +171,8 @@ Tensor read_idx(const std::string& path) {
   RINGGRAD_CHECK(extra_got == 0, where, ": trailing garbage: sizes ", shape, " call for ", payload_bytes,
                  " bytes, but the data goes on after them");
   // A gzip stream that stops right after the payload, before its CRC trailer, is cut short too.
-  RINGGRAD_CHECK(!gz_failed(in.file), where, ": the gzip stream is damaged after the payload (",
-                 gz_message(in.file), ")");
+  RINGGRAD_CHECK(!gz_failed(in.file), where, ": the gzip stream is damaged after the payload (", gz_message(in.file),
+                 ")");
   return out;
 }
 
@@ -191,8 +190,8 @@ void write_idx(const std::string& path, const Tensor& data, bool gzip) {
   errno = 0;
   // "T" writes the bytes through uncompressed ("transparent"), so one code path serves both kinds.
   GzFile out{gzopen(path.c_str(), gzip ? "wb6" : "wbT")};
-  RINGGRAD_CHECK(out.file != nullptr, "write_idx: cannot open '", path, "' for writing: ",
-                 errno ? std::strerror(errno) : "out of memory");
+  RINGGRAD_CHECK(out.file != nullptr, "write_idx: cannot open '", path,
+                 "' for writing: ", errno ? std::strerror(errno) : "out of memory");
   auto write_all = [&](const void* src, int64_t n) {
     const auto* p = static_cast<const unsigned char*>(src);
     while (n > 0) {

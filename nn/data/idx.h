@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace data {

@@ -1,11 +1,11 @@
 // nn/data/sampler.cpp: shuffled_indices, the Philox-keyed Fisher-Yates shuffle of nn/data.
-#include "nn/data/sampler.h"
+#include <ringgrad/nn/data/sampler.h>
 
 #include <numeric>
 #include <utility>
 
-#include "core/base/error.h"
-#include "core/base/philox.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/base/philox.h>
 
 namespace ringgrad {
 namespace data {

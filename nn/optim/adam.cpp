@@ -1,9 +1,9 @@
 // nn/optim/adam.cpp: Adam and AdamW -- checks, the step (one fused kernel per parameter), state.
-#include "nn/optim/adam.h"
+#include <ringgrad/nn/optim/adam.h>
 
 #include <cmath>
 
-#include "core/ops.h"
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace optim {

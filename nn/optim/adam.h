@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "nn/optim/optimizer.h"
+#include <ringgrad/nn/optim/optimizer.h>
 
 namespace ringgrad {
 namespace optim {
@@ -25,10 +25,23 @@ namespace optim {
 class AdamOptions {
  public:
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
-  AdamOptions& lr(double v) { lr_ = v; return *this; }
-  AdamOptions& betas(double beta1, double beta2) { beta1_ = beta1; beta2_ = beta2; return *this; }
-  AdamOptions& eps(double v) { eps_ = v; return *this; }
-  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  AdamOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  AdamOptions& betas(double beta1, double beta2) {
+    beta1_ = beta1;
+    beta2_ = beta2;
+    return *this;
+  }
+  AdamOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
+  AdamOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
   double lr() const { return lr_; }
   std::pair<double, double> betas() const { return {beta1_, beta2_}; }
   double eps() const { return eps_; }

@@ -1,13 +1,13 @@
 // nn/optim/clip_grad_norm.cpp: the joint gradient norm, and the in-place rescaling, as PyTorch 1.13's
 // torch.nn.utils.clip_grad_norm_ computes them.
-#include "nn/optim/clip_grad_norm.h"
+#include <ringgrad/nn/optim/clip_grad_norm.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "core/autograd/grad_mode.h"
-#include "core/ops.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace optim {
@@ -39,7 +39,8 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const Tensor& p : params) {
-    RINGGRAD_CHECK(p.defined(), "clip_grad_norm_: expected every parameter to be a defined tensor, got an undefined one");
+    RINGGRAD_CHECK(p.defined(),
+                   "clip_grad_norm_: expected every parameter to be a defined tensor, got an undefined one");
     const Tensor g = p.grad();
     if (g.defined()) grads.push_back(g);
   }
@@ -48,8 +49,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const bool inf = std::isinf(norm_type);
   double total = 0.0;  // max of the norms, or the sum of their p-th powers
   for (const Tensor& g : grads) {
-    RINGGRAD_CHECK(g.dtype() == DType::f32 || g.dtype() == DType::f64 || (g.dtype() == DType::bf16 && g.device().is_cuda()),
-                   "clip_grad_norm_: expected grad to be float32 or float64, got ", g.dtype());
+    RINGGRAD_CHECK(
+        g.dtype() == DType::f32 || g.dtype() == DType::f64 || (g.dtype() == DType::bf16 && g.device().is_cuda()),
+        "clip_grad_norm_: expected grad to be float32 or float64, got ", g.dtype());
     if (g.numel() == 0) continue;
     const double n = tensor_norm(g, norm_type);
     total = inf ? std::max(total, n) : total + std::pow(n, norm_type);

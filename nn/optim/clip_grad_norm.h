@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/tensor.h"
+#include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
 namespace optim {

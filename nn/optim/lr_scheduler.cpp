@@ -1,5 +1,5 @@
 // nn/optim/lr_scheduler.cpp: StepLR and CosineAnnealingLR, and the epoch bookkeeping they share.
-#include "nn/optim/lr_scheduler.h"
+#include <ringgrad/nn/optim/lr_scheduler.h>
 
 #include <cmath>
 

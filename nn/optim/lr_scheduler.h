@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "nn/module.h"
-#include "nn/optim/optimizer.h"
+#include <ringgrad/nn/module.h>
+#include <ringgrad/nn/optim/optimizer.h>
 
 namespace ringgrad {
 namespace optim {
@@ -23,7 +23,7 @@ class LRScheduler {
   explicit LRScheduler(Optimizer& optimizer);  // base_lr = optimizer.lr(), last_epoch = 0
   virtual ~LRScheduler() = default;
 
-  void step();                    // last_epoch += 1, then the optimizer's lr = lr_at(last_epoch)
+  void step();  // last_epoch += 1, then the optimizer's lr = lr_at(last_epoch)
   double get_last_lr() const { return lr_at(last_epoch_); }
   int64_t last_epoch() const { return last_epoch_; }
   double base_lr() const { return base_lr_; }

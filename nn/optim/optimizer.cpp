@@ -1,6 +1,6 @@
 // nn/optim/optimizer.cpp: what every optimizer shares -- parameter checks, zero_grad, lr, and the
 // reading and writing of its state_dict.
-#include "nn/optim/optimizer.h"
+#include <ringgrad/nn/optim/optimizer.h>
 
 #include <sstream>
 
@@ -68,8 +68,7 @@ Optimizer::StateReader::StateReader(const Optimizer& opt, const nn::StateDict& s
   const Tensor& indices = find(std::string(kGroupPrefix) + "params");
   RINGGRAD_CHECK(indices.dim() == 1 && indices.numel() == static_cast<int64_t>(opt_.params_.size()), opt_.name(),
                  ".load_state_dict: ", kGroupPrefix, "params: expected ", opt_.params_.size(),
-                 " parameters (this optimizer's), got a state for ", indices.numel(), " (shape ", indices.shape(),
-                 ")");
+                 " parameters (this optimizer's), got a state for ", indices.numel(), " (shape ", indices.shape(), ")");
 }
 
 const Tensor& Optimizer::StateReader::find(const std::string& key) {

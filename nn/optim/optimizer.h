@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "nn/module.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/module.h>
 
 namespace ringgrad {
 namespace optim {
@@ -73,11 +73,11 @@ class Optimizer {
    public:
     StateReader(const Optimizer& opt, const nn::StateDict& state);  // checks the parameter count
     double hyperparameter(const std::string& name);                 // "param_groups.0.<name>", required
-    bool has_state(size_t i) const;                                  // any "state.<i>." key present
+    bool has_state(size_t i) const;                                 // any "state.<i>." key present
     // A copy of "state.<i>.<name>" on parameter i's device, with its shape and dtype (checked).
     Tensor state_like_param(size_t i, const std::string& name);
-    double state_scalar(size_t i, const std::string& name);          // a one-element "state.<i>.<name>"
-    void finish() const;                                             // throws on any key not read
+    double state_scalar(size_t i, const std::string& name);  // a one-element "state.<i>.<name>"
+    void finish() const;                                     // throws on any key not read
 
    private:
     const Tensor& find(const std::string& key);

@@ -1,7 +1,7 @@
 // nn/optim/sgd.cpp: SGD's checks, its step (one fused kernel per parameter) and its state.
-#include "nn/optim/sgd.h"
+#include <ringgrad/nn/optim/sgd.h>
 
-#include "core/ops.h"
+#include <ringgrad/core/ops.h>
 
 namespace ringgrad {
 namespace optim {

@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "nn/optim/optimizer.h"
+#include <ringgrad/nn/optim/optimizer.h>
 
 namespace ringgrad {
 namespace optim {
@@ -20,11 +20,26 @@ namespace optim {
 class SGDOptions {
  public:
   explicit SGDOptions(double lr) : lr_(lr) {}
-  SGDOptions& lr(double v) { lr_ = v; return *this; }
-  SGDOptions& momentum(double v) { momentum_ = v; return *this; }
-  SGDOptions& dampening(double v) { dampening_ = v; return *this; }
-  SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
-  SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  SGDOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  SGDOptions& momentum(double v) {
+    momentum_ = v;
+    return *this;
+  }
+  SGDOptions& dampening(double v) {
+    dampening_ = v;
+    return *this;
+  }
+  SGDOptions& nesterov(bool v) {
+    nesterov_ = v;
+    return *this;
+  }
+  SGDOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
   double lr() const { return lr_; }
   double momentum() const { return momentum_; }
   double dampening() const { return dampening_; }

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/process_group.h"
+#include <ringgrad/parallel/process_group.h>
 
 namespace ringgrad {
 namespace detail {
@@ -39,8 +39,7 @@ namespace parallel {
 //   ncclAllReduce(...) failed: ncclUnhandledCudaError (unhandled cuda error ...): Cuda failure 'out of
 //   memory' at parallel/nccl/nccl_process_group.cpp:412 on rank 2 (cuda:2)
 // Evaluates to the result, which is ncclSuccess or ncclInProgress.
-#define RINGGRAD_NCCL_CHECK(place, call) \
-  ::ringgrad::detail::nccl_check((call), #call, __FILE__, __LINE__, (place))
+#define RINGGRAD_NCCL_CHECK(place, call) ::ringgrad::detail::nccl_check((call), #call, __FILE__, __LINE__, (place))
 
 class NcclWork;
 
@@ -52,9 +51,9 @@ struct NcclShared {
   int rank = 0, size = 1, device = 0;
   std::mutex mutex;
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;        // the group's NCCL stream on `device`
-  cudaEvent_t compute_ready = nullptr;  // recorded on the compute stream before every launch
-  std::string broken;                   // the first failure; non-empty = every collective throws
+  cudaStream_t stream = nullptr;                     // the group's NCCL stream on `device`
+  cudaEvent_t compute_ready = nullptr;               // recorded on the compute stream before every launch
+  std::string broken;                                // the first failure; non-empty = every collective throws
   std::vector<std::shared_ptr<NcclWork>> in_flight;  // launched, not yet seen complete
 
   NcclShared(int rank, int size, int device) : rank(rank), size(size), device(device) {}
@@ -82,11 +81,11 @@ class NcclWork final : public Work {
   ~NcclWork() override;
 
   bool is_completed() const override;  // never blocks: queries the event and NCCL's async error
-  void wait() override;                 // polls until done, failed or past the deadline; rethrows
+  void wait() override;                // polls until done, failed or past the deadline; rethrows
 
  private:
   friend struct NcclShared;
-  friend class NcclProcessGroup;  // records the event at launch
+  friend class NcclProcessGroup;          // records the event at launch
   void finish(std::exception_ptr error);  // with the shared mutex held
 
   std::shared_ptr<NcclShared> shared_;
@@ -123,8 +122,8 @@ class NcclProcessGroup final : public ProcessGroup {
   // `before` and `after` queue work on the compute stream around the collective (copies into and
   // out of scratch); `call` issues the NCCL call(s) on the NCCL stream.
   template <typename Before, typename Call, typename After>
-  std::shared_ptr<Work> launch(const std::string& description, std::vector<Tensor> keep_alive, Before before,
-                               Call call, After after);
+  std::shared_ptr<Work> launch(const std::string& description, std::vector<Tensor> keep_alive, Before before, Call call,
+                               After after);
   void check_tensor(const char* op, const Tensor& t, const std::string& what) const;
   void watchdog_loop();
 

@@ -42,10 +42,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/autograd/grad_mode.h"
-#include "core/base/error.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
-#include "core/cuda.h"
+#include <ringgrad/core/cuda.h>
 #include "parallel/nccl/nccl_group.h"
 
 namespace ringgrad {
@@ -105,8 +105,7 @@ ncclDataType_t reduction_type(const char* op, DType dt, const Device& device) {
     case DType::f32: return ncclFloat32;
     case DType::f64: return ncclFloat64;
     case DType::bf16: return ncclBfloat16;
-    default:
-      throw Error(detail::str(op, ": expected float32, float64 or bfloat16, got ", dt, " (on ", device, ")"));
+    default: throw Error(detail::str(op, ": expected float32, float64 or bfloat16, got ", dt, " (on ", device, ")"));
   }
 }
 
@@ -269,13 +268,14 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
     : ProcessGroup(rank, size, timeout), shared_(std::make_shared<NcclShared>(rank, size, local_rank)) {
   const int devices = cuda_device_count();
   RINGGRAD_CHECK(devices > 0, "init_process_group(\"nccl\"): rank ", rank, " needs GPU cuda:", local_rank,
-                 " (LOCAL_RANK ", local_rank, "), but no CUDA GPU is visible to this process (no GPU, no driver, or "
+                 " (LOCAL_RANK ", local_rank,
+                 "), but no CUDA GPU is visible to this process (no GPU, no driver, or "
                  "CUDA_VISIBLE_DEVICES hides them); backend \"ring\" works without one");
   RINGGRAD_CHECK(local_rank >= 0 && local_rank < devices, "init_process_group(\"nccl\"): rank ", rank,
                  " has LOCAL_RANK ", local_rank, ", but this machine shows ", devices, devices == 1 ? " GPU" : " GPUs",
                  " (cuda:0..cuda:", devices - 1, "); NCCL needs one process per GPU: set LOCAL_RANK to 0..",
-                 devices - 1, " on each machine (tools/ringrun --nproc-per-node ", devices,
-                 " does) and start at most ", devices, " processes per machine");
+                 devices - 1, " on each machine (tools/ringrun --nproc-per-node ", devices, " does) and start at most ",
+                 devices, " processes per machine");
   RINGGRAD_CHECK(size == 1 || store != nullptr, "init_process_group(\"nccl\"): a group of ", size,
                  " ranks needs a store to pass NCCL's unique id through, got none");
   NcclShared& s = *shared_;
@@ -413,8 +413,7 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
     // peers) when the call returns; the completion event may be recorded only after it has.
     if (call(s.place(), s.stream) == ncclInProgress) wait_until_idle(s, Clock::now() + timeout(), timeout());
   } catch (const std::exception& e) {
-    const std::string message =
-        detail::str(description, " on rank ", rank_, ": ", e.what(), "; communicator aborted");
+    const std::string message = detail::str(description, " on rank ", rank_, ": ", e.what(), "; communicator aborted");
     s.fail(message, work.get());
     throw Error(message);
   }
@@ -442,10 +441,13 @@ std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& tensor, ReduceO
   const std::string description = describe("all_reduce", tensor, reduce_op_name(op));
   if (tensor.numel() == 0) return nothing_to_do(description);
   const auto count = static_cast<size_t>(tensor.numel());
-  return launch(description, {tensor}, nothing, [&](const detail::NcclPlace& place, cudaStream_t stream) {
-    return RINGGRAD_NCCL_CHECK(place, ncclAllReduce(tensor.data(), tensor.data(), count, type, nccl_op(op), place.comm,
-                                                    stream));
-  }, nothing);
+  return launch(
+      description, {tensor}, nothing,
+      [&](const detail::NcclPlace& place, cudaStream_t stream) {
+        return RINGGRAD_NCCL_CHECK(
+            place, ncclAllReduce(tensor.data(), tensor.data(), count, type, nccl_op(op), place.comm, stream));
+      },
+      nothing);
 }
 
 std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -454,10 +456,13 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& tensor, int root
   const std::string description = describe("broadcast", tensor, detail::str("root ", root));
   if (tensor.numel() == 0) return nothing_to_do(description);
   // Any dtype: a broadcast copies bytes, so it moves them as ncclUint8.
-  return launch(description, {tensor}, nothing, [&](const detail::NcclPlace& place, cudaStream_t stream) {
-    return RINGGRAD_NCCL_CHECK(place, ncclBroadcast(tensor.data(), tensor.data(), bytes_of(tensor), ncclUint8, root,
-                                                    place.comm, stream));
-  }, nothing);
+  return launch(
+      description, {tensor}, nothing,
+      [&](const detail::NcclPlace& place, cudaStream_t stream) {
+        return RINGGRAD_NCCL_CHECK(
+            place, ncclBroadcast(tensor.data(), tensor.data(), bytes_of(tensor), ncclUint8, root, place.comm, stream));
+      },
+      nothing);
 }
 
 // One ncclAllGather into a scratch buffer holding the ranks' inputs one after another, then a copy
@@ -486,8 +491,8 @@ std::shared_ptr<Work> NcclProcessGroup::all_gather(const std::vector<Tensor>& ou
   return launch(
       description, std::move(keep_alive), nothing,
       [&](const detail::NcclPlace& place, cudaStream_t stream) {
-        return RINGGRAD_NCCL_CHECK(place, ncclAllGather(input.data(), scratch.data(), bytes_of(input), ncclUint8,
-                                                        place.comm, stream));
+        return RINGGRAD_NCCL_CHECK(
+            place, ncclAllGather(input.data(), scratch.data(), bytes_of(input), ncclUint8, place.comm, stream));
       },
       [&] {
         for (int r = 0; r < size_; ++r) outputs[r].copy_(scratch.narrow(0, r * n, n).view(input.shape()));
@@ -529,10 +534,13 @@ std::shared_ptr<Work> NcclProcessGroup::reduce_scatter(const Tensor& output, con
 // A one-element all-reduce: no rank's collective completes before every rank has joined it.
 std::shared_ptr<Work> NcclProcessGroup::barrier() {
   const Tensor& buffer = barrier_buffer_;
-  return launch("barrier()", {buffer}, nothing, [&](const detail::NcclPlace& place, cudaStream_t stream) {
-    return RINGGRAD_NCCL_CHECK(place, ncclAllReduce(buffer.data(), buffer.data(), 1, ncclFloat32, ncclSum, place.comm,
-                                                    stream));
-  }, nothing);
+  return launch(
+      "barrier()", {buffer}, nothing,
+      [&](const detail::NcclPlace& place, cudaStream_t stream) {
+        return RINGGRAD_NCCL_CHECK(
+            place, ncclAllReduce(buffer.data(), buffer.data(), 1, ncclFloat32, ncclSum, place.comm, stream));
+      },
+      nothing);
 }
 
 }  // namespace parallel

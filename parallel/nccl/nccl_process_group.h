@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-#include "parallel/process_group.h"
+#include <ringgrad/parallel/process_group.h>
 
 namespace ringgrad {
 namespace parallel {

@@ -17,7 +17,7 @@
 #include <functional>
 #include <string>
 
-#include "parallel/socket.h"
+#include <ringgrad/parallel/socket.h>
 
 namespace ringgrad {
 namespace parallel {

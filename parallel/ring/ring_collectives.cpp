@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -55,9 +55,7 @@ void reduce_bf16(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
 
 }  // namespace
 
-std::string describe_tag(uint64_t tag) {
-  return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff);
-}
+std::string describe_tag(uint64_t tag) { return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff); }
 
 std::vector<Chunk> split_chunks(void* data, int64_t count, int64_t element_size, int parts) {
   std::vector<Chunk> chunks(parts);
@@ -74,10 +72,8 @@ void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceO
   switch (dtype) {
     case DType::f32: return reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
     case DType::f64: return reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
-    case DType::bf16:
-      return reduce_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
-    default:
-      throw Error(detail::str("ring: reductions support float32, float64 and bfloat16, got ", dtype));
+    case DType::bf16: return reduce_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    default: throw Error(detail::str("ring: reductions support float32, float64 and bfloat16, got ", dtype));
   }
 }
 
@@ -147,7 +143,9 @@ void ring_broadcast(const RingStep& ring, void* data, int64_t bytes, int root) {
   const int position = mod(ring.rank - root, n);
   const int64_t segments = (bytes + kSegmentBytes - 1) / kSegmentBytes;
   uint8_t* base = static_cast<uint8_t*>(data);
-  auto segment = [&](int64_t i) { return std::make_pair(base + i * kSegmentBytes, std::min(kSegmentBytes, bytes - i * kSegmentBytes)); };
+  auto segment = [&](int64_t i) {
+    return std::make_pair(base + i * kSegmentBytes, std::min(kSegmentBytes, bytes - i * kSegmentBytes));
+  };
   const bool sends = position != n - 1, receives = position != 0;
   // Iteration i sends segment i-1 (received in the previous iteration; the root sends segment i).
   for (int64_t i = 0; i <= segments; ++i) {

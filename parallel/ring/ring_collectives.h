@@ -22,8 +22,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/base/dtype.h"
-#include "parallel/process_group.h"
+#include <ringgrad/core/base/dtype.h>
+#include <ringgrad/parallel/process_group.h>
 #include "parallel/ring/link.h"
 
 namespace ringgrad {
@@ -32,7 +32,7 @@ namespace parallel {
 struct RingStep {
   RingLink* link = nullptr;  // null when size == 1
   int rank = 0, size = 1;
-  uint64_t collective = 0;   // numbers the tags of this collective's messages
+  uint64_t collective = 0;  // numbers the tags of this collective's messages
   net::Deadline deadline;
 };
 

@@ -5,9 +5,9 @@
 
 #include <cstring>
 
-#include "core/autograd/grad_mode.h"
-#include "core/cuda.h"
-#include "core/base/error.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/base/error.h>
 #include "parallel/ring/ring_collectives.h"
 #include "parallel/ring/shm_link.h"
 #include "parallel/ring/tcp_link.h"
@@ -178,8 +178,8 @@ void RingProcessGroup::communication_loop() {
       broken = broken_;
     }
     if (!broken.empty()) {
-      job.work->mark_done(std::make_exception_ptr(
-          Error(detail::str(job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
+      job.work->mark_done(std::make_exception_ptr(Error(
+          detail::str(job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
       continue;
     }
     try {
@@ -203,18 +203,20 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
   check_tensor("all_reduce", tensor, "the tensor");
   RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64 or bfloat16, got ", tensor.dtype());
   auto ready = ready_point(tensor);
-  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op, ready](uint64_t c, net::Deadline d) {
-    const HostView view(tensor, ready);
-    ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
-    view.write_back();
-  });
+  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)),
+                 [this, tensor, op, ready](uint64_t c, net::Deadline d) {
+                   const HostView view(tensor, ready);
+                   ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
+                   view.write_back();
+                 });
 }
 
 std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root) {
   check_tensor("broadcast", tensor, "the tensor");
   RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
   auto ready = ready_point(tensor);
-  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root, ready](uint64_t c, net::Deadline d) {
+  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root, ready](
+                                                                                uint64_t c, net::Deadline d) {
     const HostView view(tensor, ready, rank_ == root);
     ring_broadcast({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel() * tensor.element_size(), root);
     if (rank_ != root) view.write_back();
@@ -249,22 +251,23 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
                  " input tensors (one per rank), got ", inputs.size());
   for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
   auto ready = ready_point(output);  // inputs and output share the device (check_like)
-  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), [this, output, inputs, op, ready](uint64_t c, net::Deadline d) {
-    // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
-    const int64_t count = output.numel(), bytes = count * output.element_size();
-    std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
-    std::vector<Chunk> chunks;
-    for (int r = 0; r < size_; ++r) {
-      const HostView in(inputs[r], ready);
-      copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
-      chunks.push_back({scratch.data() + r * bytes, count});
-    }
-    if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
-    if (op == ReduceOp::Avg) divide_by(chunks[rank_].data, count, output.dtype(), size_);
-    const HostView out(output, ready, /*read=*/false);
-    copy_bytes(out.data(), chunks[rank_].data, bytes);
-    out.write_back();
-  });
+  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)),
+                 [this, output, inputs, op, ready](uint64_t c, net::Deadline d) {
+                   // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
+                   const int64_t count = output.numel(), bytes = count * output.element_size();
+                   std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
+                   std::vector<Chunk> chunks;
+                   for (int r = 0; r < size_; ++r) {
+                     const HostView in(inputs[r], ready);
+                     copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
+                     chunks.push_back({scratch.data() + r * bytes, count});
+                   }
+                   if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
+                   if (op == ReduceOp::Avg) divide_by(chunks[rank_].data, count, output.dtype(), size_);
+                   const HostView out(output, ready, /*read=*/false);
+                   copy_bytes(out.data(), chunks[rank_].data, bytes);
+                   out.write_back();
+                 });
 }
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {

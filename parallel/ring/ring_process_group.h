@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "parallel/process_group.h"
+#include <ringgrad/parallel/process_group.h>
 #include "parallel/ring/link.h"
 
 namespace ringgrad {
@@ -63,7 +63,7 @@ class RingProcessGroup final : public ProcessGroup {
   std::condition_variable wake_;
   std::deque<Job> queue_;
   bool stopping_ = false;
-  std::string broken_;     // the first failure's message; non-empty = every later collective fails
+  std::string broken_;        // the first failure's message; non-empty = every later collective fails
   uint64_t collectives_ = 0;  // numbers each collective's messages (communication thread only)
   std::thread thread_;
 };

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -59,14 +59,15 @@ std::string host_identity() {
 
 ShmLink::Channel* map_channel(const std::string& name, bool create) {
   const int fd = ::shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-  RINGGRAD_CHECK(fd >= 0, "ring: shm_open('", name, "') failed: ", std::strerror(errno),
-                 create ? "" : " (are all ranks on this host and in one /dev/shm namespace? else use transport \"tcp\")");
+  RINGGRAD_CHECK(
+      fd >= 0, "ring: shm_open('", name, "') failed: ", std::strerror(errno),
+      create ? "" : " (are all ranks on this host and in one /dev/shm namespace? else use transport \"tcp\")");
   if (create && ::ftruncate(fd, sizeof(ShmLink::Channel)) != 0) {
     const int err = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw Error(detail::str("ring: cannot size shared memory '", name, "' to ", sizeof(ShmLink::Channel), " bytes: ",
-                            std::strerror(err), " (is /dev/shm large enough?)"));
+    throw Error(detail::str("ring: cannot size shared memory '", name, "' to ", sizeof(ShmLink::Channel),
+                            " bytes: ", std::strerror(err), " (is /dev/shm large enough?)"));
   }
   void* memory = ::mmap(nullptr, sizeof(ShmLink::Channel), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);  // the mapping keeps the memory alive
@@ -172,7 +173,8 @@ void ShmLink::wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t t
   const pid_t peer_pid = receiving ? prev_pid_ : next_pid_;
   RINGGRAD_CHECK(process_alive(peer_pid), "ring: rank ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
   RINGGRAD_CHECK(now < deadline, "ring: timed out at ", describe_tag(tag), " waiting for rank ", peer,
-                 receiving ? " to send" : " to take data", process_stopped(peer_pid)
+                 receiving ? " to send" : " to take data",
+                 process_stopped(peer_pid)
                      ? detail::str("; rank ", peer, " (pid ", peer_pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)")
                      : std::string());
 }
@@ -198,11 +200,11 @@ void ShmLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
       const uint64_t tail = in_->tail.load(std::memory_order_relaxed);
       if (in_->head.load(std::memory_order_acquire) > tail) {
         const Channel::SlotInfo info = in_->info[tail % kSlots];
-        RINGGRAD_CHECK(info.tag == recv_tag && info.message_bytes == recv_bytes &&
-                           info.piece_bytes <= recv_bytes - received,
-                       "ring: rank ", prev_rank_, " sent ", info.message_bytes, " bytes for ", describe_tag(info.tag),
-                       ", but this rank (", rank_, ") expected ", recv_bytes, " bytes for ", describe_tag(recv_tag),
-                       " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
+        RINGGRAD_CHECK(
+            info.tag == recv_tag && info.message_bytes == recv_bytes && info.piece_bytes <= recv_bytes - received,
+            "ring: rank ", prev_rank_, " sent ", info.message_bytes, " bytes for ", describe_tag(info.tag),
+            ", but this rank (", rank_, ") expected ", recv_bytes, " bytes for ", describe_tag(recv_tag),
+            " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
         const uint8_t* piece = in_->slots[tail % kSlots];
         if (recv_into != nullptr) {
           std::memcpy(static_cast<uint8_t*>(recv_into) + received, piece, info.piece_bytes);

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "parallel/ring/link.h"
-#include "parallel/store.h"
+#include <ringgrad/parallel/store.h>
 
 namespace ringgrad {
 namespace parallel {

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
 namespace parallel {
@@ -96,9 +96,10 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
     if (introduced && who == static_cast<uint32_t>(prev_rank_)) {
       from_prev_ = std::move(candidate);
     } else {
-      std::fprintf(stderr, "ring: rank %d closed a connection from %s that did not introduce itself as rank %d with "
-                   "this job's token within %lld ms\n", rank, candidate.peer().c_str(), prev_rank_,
-                   static_cast<long long>(kIntroductionLimit.count()));
+      std::fprintf(stderr,
+                   "ring: rank %d closed a connection from %s that did not introduce itself as rank %d with "
+                   "this job's token within %lld ms\n",
+                   rank, candidate.peer().c_str(), prev_rank_, static_cast<long long>(kIntroductionLimit.count()));
     }
   }
   for (net::Socket* s : {&to_next_, &from_prev_}) {
@@ -125,13 +126,20 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
   while (sent < send_total || received < recv_total) {
     pollfd fds[2];
     int count = 0, send_slot = -1, recv_slot = -1;
-    if (sent < send_total) { fds[count] = {to_next_.fd(), POLLOUT, 0}; send_slot = count++; }
-    if (received < recv_total) { fds[count] = {from_prev_.fd(), POLLIN, 0}; recv_slot = count++; }
+    if (sent < send_total) {
+      fds[count] = {to_next_.fd(), POLLOUT, 0};
+      send_slot = count++;
+    }
+    if (received < recv_total) {
+      fds[count] = {from_prev_.fd(), POLLIN, 0};
+      recv_slot = count++;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
     if (left <= 0) {
       throw Error(detail::str("ring: timed out at ", describe_tag(recv_total > received ? recv_tag : send_tag), " ",
-                              received < recv_total ? "waiting for data from rank " + std::to_string(prev_rank_)
-                                                    : "waiting for rank " + std::to_string(next_rank_) + " to take data",
+                              received < recv_total
+                                  ? "waiting for data from rank " + std::to_string(prev_rank_)
+                                  : "waiting for rank " + std::to_string(next_rank_) + " to take data",
                               " (", received, "/", recv_total, " bytes in, ", sent, "/", send_total, " out)"));
     }
     if (::poll(fds, count, static_cast<int>(std::min<long long>(left, 100))) < 0) {
@@ -157,7 +165,8 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
         if (received == sizeof(MessageHeader) && in_header.tag == kAbortTag) {
           std::string reason(std::min(in_header.bytes, kMaxAbortReason), '\0');
           from_prev_.recv_all(reason.data(), reason.size(), net::deadline_in(std::chrono::seconds(1)), from_prev);
-          throw Error(detail::str("ring: rank ", prev_rank_, " aborted (", reason, ") during ", describe_tag(recv_tag)));
+          throw Error(
+              detail::str("ring: rank ", prev_rank_, " aborted (", reason, ") during ", describe_tag(recv_tag)));
         }
         if (received == sizeof(MessageHeader)) {
           RINGGRAD_CHECK(in_header.tag == recv_tag && in_header.bytes == recv_bytes, "ring: rank ", prev_rank_,

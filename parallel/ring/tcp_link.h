@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "parallel/ring/link.h"
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include <ringgrad/parallel/socket.h>
+#include <ringgrad/parallel/store.h>
 
 namespace ringgrad {
 namespace parallel {

@@ -7,10 +7,10 @@
 #include <map>
 #include <vector>
 
-#include "core/base/caching_allocator.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/nn.h"
+#include <ringgrad/core/base/caching_allocator.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/nn.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -120,7 +120,8 @@ TEST_CASE("caching allocator: free blocks are kept per device and per stream", "
   CHECK(alloc.stats(0).allocated_bytes == 2 * 4096);
 
   // Plain allocate() (what Storage calls) uses the stream the allocator was told about.
-  CachingAllocator with_streams(raw, DeviceKind::CUDA, [](int device) { return device == 0 ? stream_a() : stream_b(); });
+  CachingAllocator with_streams(raw, DeviceKind::CUDA,
+                                [](int device) { return device == 0 ? stream_a() : stream_b(); });
   void* s = with_streams.allocate_on(512, 1, stream_b());
   with_streams.free(s);
   CHECK(with_streams.allocate(512, Device::cuda(1)) == s);
@@ -156,9 +157,9 @@ TEST_CASE("caching allocator: a steady training loop makes no raw allocation aft
   CachingAllocator alloc(raw, DeviceKind::CUDA);
   // The allocations of one step of an MLP 784-1024-1024-10 with batch 256, in the order forward,
   // backward and optimizer make them: activations live until backward, gradients until the step.
-  const std::vector<int64_t> forward = {256 * 784 * 4, 256 * 1024 * 4, 256 * 1024 * 4, 256 * 10 * 4, 256 * 10 * 4,
-                                        256 * 8, 4};
-  const std::vector<int64_t> backward = {256 * 10 * 4, 10 * 1024 * 4, 10 * 4, 256 * 1024 * 4, 1024 * 1024 * 4,
+  const std::vector<int64_t> forward = {
+      256 * 784 * 4, 256 * 1024 * 4, 256 * 1024 * 4, 256 * 10 * 4, 256 * 10 * 4, 256 * 8, 4};
+  const std::vector<int64_t> backward = {256 * 10 * 4, 10 * 1024 * 4,  10 * 4,         256 * 1024 * 4, 1024 * 1024 * 4,
                                          1024 * 4,     256 * 1024 * 4, 1024 * 784 * 4, 1024 * 4};
   auto step = [&] {
     std::vector<void*> live;
@@ -283,7 +284,8 @@ TEST_CASE("caching allocator: a real MLP training step is served from the cache 
     double last = 0;
     for (int i = 0; i < 10; ++i) last = step();
     const MemoryStats after = cache->stats(0);
-    INFO("raw allocations: " << warm.raw_alloc_count << " after warm-up, " << after.raw_alloc_count << " after 10 more steps");
+    INFO("raw allocations: " << warm.raw_alloc_count << " after warm-up, " << after.raw_alloc_count
+                             << " after 10 more steps");
     CHECK(after.raw_alloc_count == warm.raw_alloc_count);
     CHECK(after.reserved_bytes == warm.reserved_bytes);
     CHECK(after.allocated_bytes == warm.allocated_bytes);

@@ -6,8 +6,8 @@
 // need several devices still REQUIRE(cpu_device_count() >= k), so a wrong setup fails loudly).
 #include <catch2/catch.hpp>
 
-#include "core/device.h"
-#include "core/base/error.h"
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/base/error.h>
 
 namespace {
 

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <future>
 
-#include "core/autograd/grad_mode.h"
-#include "core/device.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "test_util.h"
 
 using namespace ringgrad;

@@ -10,13 +10,13 @@
 #include <thread>
 #include <vector>
 
-#include "core/autograd/engine.h"
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/device.h"
-#include "core/base/error.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/engine.h>
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 
 using namespace ringgrad;
 using Catch::Contains;
@@ -62,10 +62,12 @@ TEST_CASE("engine: a two-level diamond waits for both branches before running th
   Tensor a = h * 2.0;
   Tensor b = exp(h);
   sum(a * b).backward();
-  check_values(x.grad(), map_values(x, [](double v) {
-                 const double h = v * v;
-                 return (2.0 * std::exp(h) + 2.0 * h * std::exp(h)) * 2.0 * v;
-               }),
+  check_values(x.grad(),
+               map_values(x,
+                          [](double v) {
+                            const double h = v * v;
+                            return (2.0 * std::exp(h) + 2.0 * h * std::exp(h)) * 2.0 * v;
+                          }),
                1e-9);
 }
 
@@ -253,8 +255,7 @@ TEST_CASE("post-accumulate hooks run after .grad is set and see the accumulated 
   CHECK(seen == std::vector<double>(12, 6.0));
 }
 
-TEST_CASE("post-accumulate hooks run once per backward for a leaf used twice, after the tensor hooks",
-          "[engine]") {
+TEST_CASE("post-accumulate hooks run once per backward for a leaf used twice, after the tensor hooks", "[engine]") {
   Tensor x = leaf({3, 4}, 19);
   std::vector<std::string> order;
   std::vector<double> seen;
@@ -419,11 +420,19 @@ TEST_CASE("a graph is freed when its outputs go away (saved tensors make no refe
     Tensor b = leaf({3}, 32);
     const Tensor labels = from_vector<int64_t>({0, 2, 1, 1});
     Generator g(33);
-    std::vector<Tensor> outs = {tanh(x),          exp(x),           sigmoid(x),
-                                x * x,            matmul(x, w.t()), softmax(x, 1),
-                                log_softmax(x, 0), linear(x, w, b),  max(x, 1).first,
-                                dropout(x, 0.5, true, g),           gelu(x, GeluApproximate::Tanh),
-                                sqrt(x * x + 1.0), cross_entropy(linear(x, w, b), labels)};
+    std::vector<Tensor> outs = {tanh(x),
+                                exp(x),
+                                sigmoid(x),
+                                x * x,
+                                matmul(x, w.t()),
+                                softmax(x, 1),
+                                log_softmax(x, 0),
+                                linear(x, w, b),
+                                max(x, 1).first,
+                                dropout(x, 0.5, true, g),
+                                gelu(x, GeluApproximate::Tanh),
+                                sqrt(x * x + 1.0),
+                                cross_entropy(linear(x, w, b), labels)};
     for (const Tensor& o : outs) {
       REQUIRE(o.grad_fn());
       nodes.push_back(o.grad_fn());
@@ -475,12 +484,12 @@ TEST_CASE("engine: nodes of a graph spanning devices run on their device's worke
     };
   };
 
-  Tensor x = leaf({3, 4}, 35);   // cpu:0
-  Tensor y = x.to(Device::cpu(1));  // node on cpu:1
-  Tensor yy = y * y;                // cpu:1
-  Tensor z = sum(yy);               // cpu:1
+  Tensor x = leaf({3, 4}, 35);         // cpu:0
+  Tensor y = x.to(Device::cpu(1));     // node on cpu:1
+  Tensor yy = y * y;                   // cpu:1
+  Tensor z = sum(yy);                  // cpu:1
   Tensor back = z.to(Device::cpu(0));  // node on cpu:0
-  Tensor u = x * 3.0;               // cpu:0
+  Tensor u = x * 3.0;                  // cpu:0
   Tensor total = back + sum(u);
   y.register_hook(record("y"));
   yy.register_hook(record("yy"));
@@ -567,7 +576,8 @@ TEST_CASE("engine: two threads can run backward on independent graphs at the sam
   t1.join();
   for (int which = 0; which < 2; ++which) {
     const Tensor x = randn({5, 3}, DType::f64, 40 + which);
-    const std::vector<double> expected = map_values(x, [](double v) { return 50 * 2.0 * (1.0 - std::tanh(v) * std::tanh(v)); });
+    const std::vector<double> expected =
+        map_values(x, [](double v) { return 50 * 2.0 * (1.0 - std::tanh(v) * std::tanh(v)); });
     const std::vector<double>& got = which == 0 ? g0 : g1;
     REQUIRE(got.size() == expected.size());
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-12));
@@ -585,6 +595,9 @@ TEST_CASE("engine: leaves that receive the same gradient tensor get separate .gr
   CHECK(a.grad().storage() != b.grad().storage());
   CHECK(a.grad().to_vector<float>() == std::vector<float>(12, 1.0f));
   // A gradient kept without a copy is still the leaf's alone: changing it leaves the other intact.
-  { NoGradGuard no_grad; a.grad().copy_(zeros({3, 4})); }
+  {
+    NoGradGuard no_grad;
+    a.grad().copy_(zeros({3, 4}));
+  }
   CHECK(b.grad().to_vector<float>() == std::vector<float>(12, 1.0f));
 }

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/engine.h"
-#include "core/cuda.h"
-#include "core/device.h"
-#include "core/base/error.h"
-#include "core/generator.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/engine.h>
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -107,8 +107,7 @@ TEST_CASE("ops on tensors on different logical devices name both and suggest .to
   CHECK_ERROR(matmul(a, b.t()), "matmul", "cpu:0", "cpu:1");
   CHECK_ERROR(linear(a, randn({4, 3}, Device::cpu(1), 4)), "linear", "cpu:0", "cpu:1");
   CHECK_ERROR(cat({a, b}, 0), "cat", "cpu:0", "cpu:1");
-  CHECK_ERROR(cross_entropy(a, from_vector<int64_t>({0, 1}, {2}, Device::cpu(1))), "cross_entropy", "cpu:0",
-              "cpu:1");
+  CHECK_ERROR(cross_entropy(a, from_vector<int64_t>({0, 1}, {2}, Device::cpu(1))), "cross_entropy", "cpu:0", "cpu:1");
 }
 
 TEST_CASE("a device index beyond the configured count is rejected", "[errors]") {

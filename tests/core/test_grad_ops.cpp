@@ -9,12 +9,12 @@
 #include <numeric>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/autograd/node.h"
-#include "core/generator.h"
-#include "core/gradcheck.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/gradcheck.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 
 #include "test_util.h"
 
@@ -23,7 +23,6 @@ using namespace ringgrad;
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
 
 // A float64 standard-normal leaf that requires grad.
 Tensor leaf(const Shape& shape, uint64_t seed) { return randn(shape, DType::f64, seed).requires_grad_(true); }
@@ -132,8 +131,7 @@ TEST_CASE("mul: gradient matches finite differences, with broadcasting", "[grad]
 
 TEST_CASE("div: gradient matches finite differences, with broadcasting", "[grad]") {
   CHECK_GRADCHECK([](const Inputs& in) { return div(in[0], in[1]); }, {leaf({3, 5}, 15), positive_leaf({3, 5}, 16)});
-  CHECK_GRADCHECK([](const Inputs& in) { return div(in[0], in[1]); },
-                  {leaf({3, 1, 5}, 17), positive_leaf({4, 1}, 18)});
+  CHECK_GRADCHECK([](const Inputs& in) { return div(in[0], in[1]); }, {leaf({3, 1, 5}, 17), positive_leaf({4, 1}, 18)});
 }
 
 TEST_CASE("binary ops: a 0-d tensor broadcasts against any shape", "[grad]") {
@@ -274,8 +272,7 @@ TEST_CASE("matmul 2-D (3x5 @ 5x4): gradient matches finite differences", "[grad]
 }
 
 TEST_CASE("matmul batched 3-D (2x3x5 @ 2x5x4): gradient matches finite differences", "[grad]") {
-  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1]); },
-                  {leaf({2, 3, 5}, 52), leaf({2, 5, 4}, 53)});
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 5}, 52), leaf({2, 5, 4}, 53)});
 }
 
 TEST_CASE("matmul 3-D @ 2-D (2x3x5 @ 5x4): the 2-D operand's gradient sums over the batch", "[grad]") {
@@ -286,8 +283,7 @@ TEST_CASE("matmul with transposed (non-contiguous) operands: gradient matches fi
   // Transposes taken inside the function (the GEMM sees trans flags) ...
   CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0].t(), in[1]); }, {leaf({5, 3}, 56), leaf({5, 4}, 57)});
   CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1].t()); }, {leaf({3, 5}, 58), leaf({4, 5}, 59)});
-  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0].t(), in[1].t()); },
-                  {leaf({5, 3}, 60), leaf({4, 5}, 61)});
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0].t(), in[1].t()); }, {leaf({5, 3}, 60), leaf({4, 5}, 61)});
   CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0].transpose(1, 2), in[1]); },
                   {leaf({2, 5, 3}, 62), leaf({2, 5, 4}, 63)});
   // ... and leaves that are themselves transposed views.
@@ -333,10 +329,12 @@ TEST_CASE("linear with a transposed input and weight: gradient matches finite di
 
 TEST_CASE("cat: gradient matches finite differences along dim 0, dim 1 and dim -1", "[grad]") {
   CHECK_GRADCHECK([](const Inputs& in) { return cat({in[0], in[1]}, 0); }, {leaf({2, 3}, 85), leaf({4, 3}, 86)});
-  CHECK_GRADCHECK([](const Inputs& in) { return cat({in[0], in[1], in[2]}, 1); },
-                  {leaf({3, 2}, 87), leaf({3, 4}, 88), leaf({3, 1}, 89)});
-  CHECK_GRADCHECK([](const Inputs& in) { return cat({in[0], in[1]}, -1); },
-                  {leaf({2, 3, 1}, 90), leaf({2, 3, 4}, 91)});
+  CHECK_GRADCHECK(
+      [](const Inputs& in) {
+        return cat({in[0], in[1], in[2]}, 1);
+      },
+      {leaf({3, 2}, 87), leaf({3, 4}, 88), leaf({3, 1}, 89)});
+  CHECK_GRADCHECK([](const Inputs& in) { return cat({in[0], in[1]}, -1); }, {leaf({2, 3, 1}, 90), leaf({2, 3, 4}, 91)});
 }
 
 TEST_CASE("cat: one input used twice gets both gradients", "[grad]") {
@@ -538,8 +536,7 @@ TEST_CASE("flatten: gradient matches finite differences", "[grad]") {
 TEST_CASE("views: a chain of views composes the gradients", "[grad]") {
   CHECK_GRADCHECK(
       [](const Tensor& t) {
-        return t.transpose(0, 2).narrow(0, 1, 3).slice(2, 0, 3, 2).unsqueeze(1).expand({3, 2, 3, 2}).flatten(1) *
-               2.0;
+        return t.transpose(0, 2).narrow(0, 1, 3).slice(2, 0, 3, 2).unsqueeze(1).expand({3, 2, 3, 2}).flatten(1) * 2.0;
       },
       leaf({2, 3, 5}, 154));
 }

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/node.h"
-#include "core/generator.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 
 using namespace ringgrad;
 
@@ -366,8 +366,8 @@ TEST_CASE("matmul batched 3-D and 3-D @ 2-D match per-batch products", "[ops]") 
   check_close(d, expected_d);
 
   // Transposed inner matrices and a permuted batch dimension.
-  const Tensor at = randn({2, 5, 3}, DType::f64, 23).transpose(1, 2);             // [2, 3, 5]
-  const Tensor bp = randn({5, 2, 4}, DType::f64, 24).permute({1, 0, 2});          // [2, 5, 4]
+  const Tensor at = randn({2, 5, 3}, DType::f64, 23).transpose(1, 2);     // [2, 3, 5]
+  const Tensor bp = randn({5, 2, 4}, DType::f64, 24).permute({1, 0, 2});  // [2, 5, 4]
   std::vector<double> expected_e;
   for (int i = 0; i < 2; ++i) {
     const std::vector<double> ei = matmul_ref(values(at.select(0, i)), values(bp.select(0, i)), 3, 5, 4);
@@ -496,8 +496,7 @@ TEST_CASE("softmax and log_softmax are stable for large inputs", "[ops]") {
   const Tensor x = from_vector<double>({1000.0, 1001.0, 999.0, -1000.0}, {1, 4});
   const double z = std::exp(0.0) + std::exp(1.0) + std::exp(-1.0);
   check_close(softmax(x, -1), {1.0 / z, std::exp(1.0) / z, std::exp(-1.0) / z, 0.0}, 1e-12);
-  check_close(log_softmax(x, -1), {-std::log(z), 1.0 - std::log(z), -1.0 - std::log(z), -2000.0 - std::log(z)},
-              1e-9);
+  check_close(log_softmax(x, -1), {-std::log(z), 1.0 - std::log(z), -1.0 - std::log(z), -2000.0 - std::log(z)}, 1e-9);
   for (double v : values(softmax(x.to(DType::f32), -1))) CHECK(std::isfinite(v));
   for (double v : values(log_softmax(x.to(DType::f32), -1))) CHECK(std::isfinite(v));
 }

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/generator.h"
-#include "core/ops.h"
-#include "core/shape.h"
-#include "core/tensor.h"
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/shape.h>
+#include <ringgrad/core/tensor.h>
 
 using namespace ringgrad;
 using Catch::Contains;
@@ -357,8 +357,7 @@ TEST_CASE("flatten merges a range of dims", "[tensor]") {
   CHECK(x.flatten(0, 1).shape() == Shape{6, 4});
   CHECK(x.flatten(-2, -1).shape() == Shape{2, 12});
   CHECK(x.flatten().storage() == x.storage());
-  CHECK(x.transpose(0, 2).flatten().to_vector<double>() ==
-        x.transpose(0, 2).contiguous().to_vector<double>());
+  CHECK(x.transpose(0, 2).flatten().to_vector<double>() == x.transpose(0, 2).contiguous().to_vector<double>());
 }
 
 TEST_CASE("size and stride accept negative dims", "[tensor]") {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/tensor.h"
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/tensor.h>
 #include "kernels/cuda/probe.h"
 
 namespace ringgrad {
@@ -21,8 +21,9 @@ namespace test {
 // GPU tests FAIL without a GPU: a skipped GPU test would read as a passed one in a summary.
 inline void require_gpu() {
   if (cuda_device_count() == 0) {
-    FAIL("this test needs a CUDA GPU, but cuda_device_count() is 0 (no GPU, or no driver). "
-         "Tests labelled `cuda` need a GPU; run the others with `ctest -LE cuda`.");
+    FAIL(
+        "this test needs a CUDA GPU, but cuda_device_count() is 0 (no GPU, or no driver). "
+        "Tests labelled `cuda` need a GPU; run the others with `ctest -LE cuda`.");
   }
 }
 

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/ops.h"
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/ops.h>
 #include "core/ops/op_utils.h"
-#include "core/tensor.h"
-#include "kernels/backend.h"
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/kernels/backend.h>
 #include "kernels/cuda/cuda_backend.h"
 #include "cuda_test_util.h"
 #include "test_util.h"
@@ -134,9 +134,9 @@ TEST_CASE("cuda backend: random draws and dropout equal the CPU's", "[cuda]") {
 TEST_CASE("cuda backend: every unary op and its backward agree with the CPU", "[cuda]") {
   require_gpu();
   const int64_t n = GENERATE(1, 7, 33, 129, 1000);
-  const UnaryOp ops[] = {UnaryOp::Neg,     UnaryOp::Exp,       UnaryOp::Log,       UnaryOp::Sqrt,
-                         UnaryOp::Relu,    UnaryOp::GeluTanh,  UnaryOp::GeluErf,   UnaryOp::Tanh,
-                         UnaryOp::Sigmoid, UnaryOp::AddScalar, UnaryOp::MulScalar, UnaryOp::RDivScalar,
+  const UnaryOp ops[] = {UnaryOp::Neg,      UnaryOp::Exp,       UnaryOp::Log,       UnaryOp::Sqrt,
+                         UnaryOp::Relu,     UnaryOp::GeluTanh,  UnaryOp::GeluErf,   UnaryOp::Tanh,
+                         UnaryOp::Sigmoid,  UnaryOp::AddScalar, UnaryOp::MulScalar, UnaryOp::RDivScalar,
                          UnaryOp::PowScalar};
   for (const DType dt : {DType::f32, DType::f64}) {
     const double eps = dt == DType::f32 ? 1.2e-7 : 2.3e-16;
@@ -153,8 +153,8 @@ TEST_CASE("cuda backend: every unary op and its backward agree with the CPU", "[
       check_close(gy, y, 10 * eps, 8 * eps, name);
 
       // The backward reads x or y as UnaryOp documents; the CPU's y serves both sides.
-      const bool saves_y = op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Relu ||
-                           op == UnaryOp::Tanh || op == UnaryOp::Sigmoid;
+      const bool saves_y = op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Relu || op == UnaryOp::Tanh ||
+                           op == UnaryOp::Sigmoid;
       const bool saves_none = op == UnaryOp::Neg || op == UnaryOp::AddScalar || op == UnaryOp::MulScalar;
       const Tensor saved = saves_y ? y : x;
       const Tensor gsaved = saved.to(kGpu);
@@ -214,7 +214,8 @@ TEST_CASE("cuda backend: sum, max and scatter_add_dim agree with the CPU", "[cud
     const Tensor src = seeded_host({outer, inner}, dt, 32);
     Tensor dst = seeded_host({outer, r, inner}, dt, 33);
     Tensor gdst = dst.to(kGpu);
-    cpu().scatter_add_dim(dt, src.data(), static_cast<const int64_t*>(idx.data()), dst.data(), outer, r, inner, nullptr);
+    cpu().scatter_add_dim(dt, src.data(), static_cast<const int64_t*>(idx.data()), dst.data(), outer, r, inner,
+                          nullptr);
     gpu().scatter_add_dim(dt, src.to(kGpu).data(), static_cast<const int64_t*>(gidx.data()), gdst.data(), outer, r,
                           inner, stream());
     check_close(gdst, dst, 0, 0, detail::str("scatter_add_dim ", dt));
@@ -252,9 +253,8 @@ TEST_CASE("cuda backend: gemm agrees with the CPU for every transpose and epilog
   // float32 accumulation over k terms of magnitude <= 1: the error grows with k.
   const double tol = 1e-6 + 3e-7 * static_cast<double>(k);
   check_close(got, want, tol, tol,
-              detail::str("gemm m=", m, " n=", n, " k=", k, " trans_a=", trans_a, " trans_b=", trans_b,
-                          " epilogue=", epilogue, " (", cuda::gemm_impl() == cuda::GemmImpl::Cublas ? "cublas" : "native",
-                          ")"));
+              detail::str("gemm m=", m, " n=", n, " k=", k, " trans_a=", trans_a, " trans_b=", trans_b, " epilogue=",
+                          epilogue, " (", cuda::gemm_impl() == cuda::GemmImpl::Cublas ? "cublas" : "native", ")"));
 }
 
 TEST_CASE("cuda backend: softmax and log_softmax with their backward agree with the CPU", "[cuda]") {
@@ -357,8 +357,7 @@ TEST_CASE("cuda backend: errors name the op, the dtype and the device", "[cuda]"
   Tensor h = zeros({4}, TensorOptions(DType::bf16).device(kGpu));
   CHECK_ERROR(gpu().random(RandomKind::Uniform, DType::bf16, h.data(), 4, 1, 0, 0.0, 1.0, stream()), "random",
               "bfloat16", "cuda:0");
-  CHECK_ERROR(gpu().unary(UnaryOp::Exp, DType::i64, t.data(), t.data(), 4, 0.0, stream()), "unary", "int64",
-              "cuda:0");
+  CHECK_ERROR(gpu().unary(UnaryOp::Exp, DType::i64, t.data(), t.data(), 4, 0.0, stream()), "unary", "int64", "cuda:0");
   // Work is only ever queued on ringgrad's own streams, never on the legacy default stream.
   CHECK_ERROR(gpu().fill(DType::f64, t.data(), 4, 0.0, nullptr), "fill", "the null stream");
 }

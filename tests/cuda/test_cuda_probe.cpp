@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/base/error.h"
+#include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/probe.h"
 #include "cuda_test_util.h"
@@ -52,8 +52,8 @@ TEST_CASE("cuda probe: saxpy agrees with the CPU on odd sizes", "[cuda]") {
       if (wrong++ == 0) first_wrong = i;
     }
   }
-  INFO("n = " << n << ": " << wrong << " wrong; first at " << first_wrong << ": GPU " << y[first_wrong]
-              << ", CPU " << expected[first_wrong]);
+  INFO("n = " << n << ": " << wrong << " wrong; first at " << first_wrong << ": GPU " << y[first_wrong] << ", CPU "
+              << expected[first_wrong]);
   CHECK(wrong == 0);
 }
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/cuda.h"
-#include "core/gradcheck.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/gradcheck.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "cuda_test_util.h"
 #include "test_util.h"
 
@@ -70,8 +70,8 @@ TEST_CASE("cuda tensors: a strided source is made dense on its own device before
   // Host views going up.
   check_close(x.t().to(kGpu), x.t(), 0, 0, "transposed host view -> cuda");
   check_close(x.slice(0, 1, 129, 3).to(kGpu), x.slice(0, 1, 129, 3), 0, 0, "stepped host slice -> cuda");
-  check_close(x.select(1, 5).unsqueeze(0).expand({4, 129}).to(kGpu), x.select(1, 5).unsqueeze(0).expand({4, 129}), 0,
-              0, "expanded host column -> cuda");
+  check_close(x.select(1, 5).unsqueeze(0).expand({4, 129}).to(kGpu), x.select(1, 5).unsqueeze(0).expand({4, 129}), 0, 0,
+              "expanded host column -> cuda");
   // GPU views coming down, and GPU views of GPU views.
   check_close(gx.t(), x.t(), 0, 0, "transposed cuda view -> host");
   check_close(gx.narrow(1, 3, 20).t().contiguous(), x.narrow(1, 3, 20).t(), 0, 0, "cuda narrow + transpose");

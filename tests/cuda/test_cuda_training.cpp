@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "cuda_test_util.h"
-#include "kernels/backend.h"
-#include "nn/nn.h"
+#include <ringgrad/kernels/backend.h>
+#include <ringgrad/nn/nn.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -161,8 +161,7 @@ TEST_CASE("cuda allocator: statistics follow tensors, and empty_cache returns th
 TEST_CASE("cuda allocator: asking for more than the GPU has is a clear out-of-memory error", "[cuda]") {
   require_gpu();
   const int64_t huge = int64_t{1} << 48;  // 256 TiB of float32 elements, 1 PiB of bytes
-  CHECK_ERROR(empty({huge}, kGpu), "out of memory on cuda:0", "tried to allocate", "bytes are allocated",
-              "reserved");
+  CHECK_ERROR(empty({huge}, kGpu), "out of memory on cuda:0", "tried to allocate", "bytes are allocated", "reserved");
   CHECK(sum(zeros({4}, kGpu)).item() == 0.0);  // the device is still usable
 }
 

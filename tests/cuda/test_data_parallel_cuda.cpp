@@ -14,12 +14,12 @@
 #include <memory>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "kernels/cuda/probe.h"
-#include "nn/optim/sgd.h"
-#include "nn/sequential.h"
-#include "parallel/data_parallel.h"
+#include <ringgrad/nn/optim/sgd.h>
+#include <ringgrad/nn/sequential.h>
+#include <ringgrad/parallel/data_parallel.h>
 #include "cuda_test_util.h"
 
 using namespace ringgrad;
@@ -85,7 +85,6 @@ TEST_CASE("DataParallel over every GPU follows CPU training on the same global b
   const auto a = cpu_model->named_parameters(), b = gpu_model->named_parameters();
   for (size_t i = 0; i < a.size(); ++i) {
     const std::vector<float> va = a[i].second.to_vector<float>(), vb = b[i].second.to_vector<float>();
-    for (size_t j = 0; j < va.size(); ++j)
-      CHECK(std::abs(va[j] - vb[j]) <= 1e-4f * std::max(1.0f, std::abs(va[j])));
+    for (size_t j = 0; j < va.size(); ++j) CHECK(std::abs(va[j] - vb[j]) <= 1e-4f * std::max(1.0f, std::abs(va[j])));
   }
 }

@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/probe.h"
@@ -175,10 +175,10 @@ void check_case(const Case& cs, uint32_t seed) {
     }
     if (wrong > 0) {
       const int64_t e = first - cs.offset;
-      INFO(impl << " on " << describe(cs) << ": " << wrong << " wrong; first at buffer index " << first
-                << " (batch " << (e >= 0 ? e / size_c : -1) << ", row " << (e >= 0 ? (e % size_c) / ldc : -1)
-                << ", col " << (e >= 0 ? e % ldc : -1) << "): GPU " << got[first] << ", CPU " << want[first]
-                << ", before " << c0[first]);
+      INFO(impl << " on " << describe(cs) << ": " << wrong << " wrong; first at buffer index " << first << " (batch "
+                << (e >= 0 ? e / size_c : -1) << ", row " << (e >= 0 ? (e % size_c) / ldc : -1) << ", col "
+                << (e >= 0 ? e % ldc : -1) << "): GPU " << got[first] << ", CPU " << want[first] << ", before "
+                << c0[first]);
       CHECK(wrong == 0);
     } else {
       SUCCEED(impl << " matches on " << describe(cs));

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include <ringgrad/kernels/backend.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/optim.h"
@@ -49,7 +49,10 @@ class DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
 
   void* get() const { return ptr_; }
-  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   // All bits set: NaN in f32, f64 and bf16, -1 in int64.
   void poison() { RINGGRAD_CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes_)); }
   template <typename T>
@@ -117,7 +120,10 @@ StridedDesc dense(void* data, std::vector<int64_t> shape) {
 }
 
 // Tolerance of a transcendental computed by CUDA's math library versus libm, as relative error.
-template <typename T> double ulps(double k) { return k * std::numeric_limits<T>::epsilon(); }
+template <typename T>
+double ulps(double k) {
+  return k * std::numeric_limits<T>::epsilon();
+}
 
 }  // namespace
 
@@ -197,9 +203,9 @@ TEST_CASE("cuda kernels: unary ops and their backward agree with the CPU", "[cud
   require_gpu();
   const int64_t n = GENERATE(1, 7, 33, 129, 1000);
   const int misalign = GENERATE(0, 1);  // 1 shifts every pointer by one element: the scalar path
-  const UnaryOp ops[] = {UnaryOp::Neg,     UnaryOp::Exp,       UnaryOp::Log,       UnaryOp::Sqrt,
-                         UnaryOp::Relu,    UnaryOp::GeluTanh,  UnaryOp::GeluErf,   UnaryOp::Tanh,
-                         UnaryOp::Sigmoid, UnaryOp::AddScalar, UnaryOp::MulScalar, UnaryOp::RDivScalar,
+  const UnaryOp ops[] = {UnaryOp::Neg,      UnaryOp::Exp,       UnaryOp::Log,       UnaryOp::Sqrt,
+                         UnaryOp::Relu,     UnaryOp::GeluTanh,  UnaryOp::GeluErf,   UnaryOp::Tanh,
+                         UnaryOp::Sigmoid,  UnaryOp::AddScalar, UnaryOp::MulScalar, UnaryOp::RDivScalar,
                          UnaryOp::PowScalar};
   const size_t total = static_cast<size_t>(n + misalign);
   for (const UnaryOp op : ops) {
@@ -219,12 +225,12 @@ TEST_CASE("cuda kernels: unary ops and their backward agree with the CPU", "[cud
       check_close(gy_n, y_n, 1e-6, ulps<float>(8), name);
 
       // The backward reads x or y as UnaryOp documents; the CPU's y serves both sides.
-      const bool saves_y = op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Relu ||
-                           op == UnaryOp::Tanh || op == UnaryOp::Sigmoid;
+      const bool saves_y = op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Relu || op == UnaryOp::Tanh ||
+                           op == UnaryOp::Sigmoid;
       const std::vector<float>& saved = saves_y ? y : x;
       DeviceArray dsaved(saved);
-      cpu().unary_backward(op, DType::f32, saved.data() + misalign, g.data() + misalign, dx.data() + misalign, n,
-                           alpha, nullptr);
+      cpu().unary_backward(op, DType::f32, saved.data() + misalign, g.data() + misalign, dx.data() + misalign, n, alpha,
+                           nullptr);
       ddx.poison();
       cuda::unary_backward(op, DType::f32, dsaved.as<float>() + misalign, dgs.as<float>() + misalign,
                            ddx.as<float>() + misalign, n, alpha, nullptr);
@@ -245,7 +251,8 @@ TEST_CASE("cuda kernels: unary in float64 and bfloat16 agree with the CPU", "[cu
     cpu().unary(op, DType::f64, x.data(), y.data(), n, 0.0, nullptr);
     dy.poison();
     cuda::unary(op, DType::f64, dx.get(), dy.get(), n, 0.0, nullptr);
-    check_close(dy.download<double>(), y, 1e-15, ulps<double>(8), "f64 unary op " + std::to_string(static_cast<int>(op)));
+    check_close(dy.download<double>(), y, 1e-15, ulps<double>(8),
+                "f64 unary op " + std::to_string(static_cast<int>(op)));
   }
   // bf16: round x to bf16 on the GPU, apply tanh in bf16, widen; against the CPU's f32 tanh of the
   // same rounded x, within bf16's rounding of the result (2^-8 relative) plus a little.
@@ -293,8 +300,8 @@ TEST_CASE("cuda kernels: silu and its backward agree with the CPU at odd sizes i
   const std::vector<double> xd = seeded<double>(total, 53, -6.0, 6.0), gd = seeded<double>(total, 54);
   std::vector<double> yd(total), dxd(total);
   cpu().unary(UnaryOp::Silu, DType::f64, xd.data() + misalign, yd.data() + misalign, n, 0.0, nullptr);
-  cpu().unary_backward(UnaryOp::Silu, DType::f64, xd.data() + misalign, gd.data() + misalign, dxd.data() + misalign,
-                       n, 0.0, nullptr);
+  cpu().unary_backward(UnaryOp::Silu, DType::f64, xd.data() + misalign, gd.data() + misalign, dxd.data() + misalign, n,
+                       0.0, nullptr);
   DeviceArray dxds(xd), dgds(gd), dyds(total * 8), ddxd(total * 8);
   dyds.poison();
   ddxd.poison();
@@ -345,8 +352,8 @@ TEST_CASE("cuda kernels: binary ops with broadcasting agree with the CPU bitwise
   };
   for (const Layout& l : layouts) {
     for (const BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
-      cpu().binary(op, DType::f32, desc(pa, {rows, cols}, l.a_strides), desc(pb, {rows, cols}, l.b_strides),
-                   out.data(), nullptr);
+      cpu().binary(op, DType::f32, desc(pa, {rows, cols}, l.a_strides), desc(pb, {rows, cols}, l.b_strides), out.data(),
+                   nullptr);
       dout.poison();
       cuda::binary(op, DType::f32, desc(da.get(), {rows, cols}, l.a_strides), desc(db.get(), {rows, cols}, l.b_strides),
                    dout.get(), nullptr);
@@ -478,8 +485,8 @@ TEST_CASE("cuda kernels: fused cross-entropy agrees with the CPU", "[cuda][kerne
                               nullptr);
   dloss.poison();
   dprobs.poison();
-  cuda::cross_entropy_forward(DType::f32, dlogits.get(), dlabels.as<int64_t>(), dloss.get(), dprobs.get(), rows, c,
-                              eps, nullptr);
+  cuda::cross_entropy_forward(DType::f32, dlogits.get(), dlabels.as<int64_t>(), dloss.get(), dprobs.get(), rows, c, eps,
+                              nullptr);
   check_close(dprobs.download<float>(), probs, 1e-7, ulps<float>(8), "probs");
   check_close(dloss.download<float>(), loss, 1e-6, ulps<float>(8), "loss");
 

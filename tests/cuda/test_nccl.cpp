@@ -20,12 +20,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "cuda_test_util.h"
 #include "parallel/nccl/nccl_process_group.h"
-#include "parallel/process_group.h"
-#include "parallel/store.h"
+#include <ringgrad/parallel/process_group.h>
+#include <ringgrad/parallel/store.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -250,8 +250,9 @@ TEST_CASE("nccl: wrong tensors are refused on the caller with what was expected 
   require_nccl_gpu();
   auto pg = group_of_one();
   const Tensor on_cpu = zeros({8});
-  CHECK_THROWS_MATCHES(pg->all_reduce(on_cpu), Error,
-                       MessageContainsAll({"all_reduce", "cuda:0", "got cpu:0", "LOCAL_RANK 0", ".to(Device::cuda(0))"}));
+  CHECK_THROWS_MATCHES(
+      pg->all_reduce(on_cpu), Error,
+      MessageContainsAll({"all_reduce", "cuda:0", "got cpu:0", "LOCAL_RANK 0", ".to(Device::cuda(0))"}));
   CHECK_THROWS_MATCHES(pg->broadcast(on_cpu, 0), Error, MessageContainsAll({"broadcast", "got cpu:0"}));
   const Tensor matrix = zeros({4, 6}, TensorOptions(DType::f32).device(Device::cuda(0)));
   CHECK_THROWS_MATCHES(pg->all_reduce(matrix.t()), Error, MessageContainsAll({"all_reduce", "contiguous", "[6, 4]"}));
@@ -263,7 +264,8 @@ TEST_CASE("nccl: wrong tensors are refused on the caller with what was expected 
                        MessageContainsAll({"all_gather", "expected 1 output tensors", "got 2"}));
   CHECK_THROWS_MATCHES(pg->all_gather({zeros({9}, TensorOptions(DType::f32).device(Device::cuda(0)))}, x), Error,
                        MessageContainsAll({"all_gather", "output 0", "[8]", "[9]"}));
-  CHECK_THROWS_MATCHES(pg->reduce_scatter(x, {on_cpu}), Error, MessageContainsAll({"reduce_scatter", "input 0", "cpu:0"}));
+  CHECK_THROWS_MATCHES(pg->reduce_scatter(x, {on_cpu}), Error,
+                       MessageContainsAll({"reduce_scatter", "input 0", "cpu:0"}));
   // Refused on the caller: the group is still good.
   pg->all_reduce(x)->wait();
   parallel::destroy_process_group();
@@ -276,10 +278,15 @@ namespace {
 // a TCPStore on a free port; returns what each rank threw ("" when nothing).
 template <typename Body>
 std::vector<std::string> run_two_ranks(Body body) {
-  auto server = std::make_shared<parallel::TCPStore>(
-      parallel::TCPStoreOptions().with_host("127.0.0.1").with_port(0).server(true).with_timeout(std::chrono::seconds(60)));
-  auto client = std::make_shared<parallel::TCPStore>(
-      parallel::TCPStoreOptions().with_host("127.0.0.1").with_port(server->port()).with_timeout(std::chrono::seconds(60)));
+  auto server = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
+                                                         .with_host("127.0.0.1")
+                                                         .with_port(0)
+                                                         .server(true)
+                                                         .with_timeout(std::chrono::seconds(60)));
+  auto client = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
+                                                         .with_host("127.0.0.1")
+                                                         .with_port(server->port())
+                                                         .with_timeout(std::chrono::seconds(60)));
   const std::vector<std::shared_ptr<parallel::Store>> stores = {server, client};
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
@@ -345,7 +352,8 @@ TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly", "[ncc
                                    test::poisoned({n}, DType::f32).to(Device::cuda(rank))};
     pg->all_gather(outputs, input)->wait();
     for (int r = 0; r < 2; ++r)
-      RINGGRAD_CHECK(outputs[r].to_vector<double>() == values_of(r, n), "all_gather output ", r, " differs on rank ", rank);
+      RINGGRAD_CHECK(outputs[r].to_vector<double>() == values_of(r, n), "all_gather output ", r, " differs on rank ",
+                     rank);
 
     // reduce_scatter: input block r of rank q holds value(q, i) + r, so block `rank` sums to
     // value(0, i) + value(1, i) + 2 * rank.
@@ -354,8 +362,8 @@ TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly", "[ncc
     pg->reduce_scatter(output, inputs, RedOp::Sum)->wait();
     const std::vector<double> got = output.to_vector<double>();
     for (int64_t i = 0; i < n; ++i)
-      RINGGRAD_CHECK(got[i] == value(0, i) + value(1, i) + 2.0 * rank, "reduce_scatter on rank ", rank, ": element ",
-                     i, " is ", got[i]);
+      RINGGRAD_CHECK(got[i] == value(0, i) + value(1, i) + 2.0 * rank, "reduce_scatter on rank ", rank, ": element ", i,
+                     " is ", got[i]);
     pg->barrier()->wait();
   });
   INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
@@ -363,8 +371,7 @@ TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly", "[ncc
   CHECK(errors[1].empty());
 }
 
-TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and stay broken",
-          "[nccl][cuda][multi-gpu]") {
+TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and stay broken", "[nccl][cuda][multi-gpu]") {
   require_nccl_gpu();
   test::require_gpus(2);
   std::promise<void> rank0_done;
@@ -400,7 +407,8 @@ TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and st
   CHECK(errors[1].empty());
   CHECK_THAT(first_error, Catch::Contains("all_reduce(sum, 1048576 x float32 on cuda:0) on rank 0") &&
                               Catch::Contains("timed out after 3000 ms") && Catch::Contains("communicator aborted"));
-  CHECK_THAT(second_error, Catch::Contains("broken by an earlier failure") && Catch::Contains("timed out after 3000 ms"));
+  CHECK_THAT(second_error,
+             Catch::Contains("broken by an earlier failure") && Catch::Contains("timed out after 3000 ms"));
   CHECK(second_ms >= 0);
   CHECK(second_ms < 100);  // at once, not after another timeout
 }

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/ops.h"
-#include "core/tensor.h"
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
 #include "kernels/cuda/runtime.h"
 #include "cuda_test_util.h"
 
@@ -45,7 +45,7 @@ TEST_CASE("cuda staging: a gradient goes to pinned memory after its producer and
   auto after = cuda_mark_ready(0);  // the fill above is the destination's last writer
   cuda_copy_from_pinned(*after, host, back.data(), nbytes);
   std::memset(host, 0xFF, static_cast<size_t>(nbytes));  // the copy has returned: the buffer is free
-  const Tensor doubled = back * 2.0;                       // compute-stream work sees the copied bytes
+  const Tensor doubled = back * 2.0;                     // compute-stream work sees the copied bytes
   std::vector<float> want_back(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) want_back[static_cast<size_t>(i)] = 2.0f * (static_cast<float>(i % 11) - 5.0f);
   check_close(doubled, from_vector(want_back, {n}), 0, 0, "pinned -> cuda:0, then a kernel reads it");

@@ -149,10 +149,9 @@ bool run_scaled_copy() {
 }  // namespace
 
 std::vector<std::string> names() {
-  return {"missing-sync",        "missing-sync-fixed",      "vector-off-by-one",
-          "vector-off-by-one-fixed", "vector-misaligned",   "vector-misaligned-fixed",
-          "partial-warp-shuffle", "partial-warp-shuffle-fixed", "divergent-barrier",
-          "divergent-barrier-fixed"};
+  return {"missing-sync",      "missing-sync-fixed",      "vector-off-by-one",    "vector-off-by-one-fixed",
+          "vector-misaligned", "vector-misaligned-fixed", "partial-warp-shuffle", "partial-warp-shuffle-fixed",
+          "divergent-barrier", "divergent-barrier-fixed"};
 }
 
 bool run(const std::string& name) {

@@ -18,10 +18,10 @@ namespace {
 __global__ void collectives(int* out) {
   const int t = static_cast<int>(threadIdx.x), lane = t % 32;
   int* o = out + t * 8;
-  o[0] = __shfl_sync(0xffffffffu, t, 5);             // lane 5 of my warp
-  o[1] = __shfl_up_sync(0xffffffffu, t, 3);          // lane - 3, or my own below 3
-  o[2] = __shfl_down_sync(0xffffffffu, t, 4, 16);    // lane + 4 inside my 16-lane segment
-  o[3] = __shfl_xor_sync(0xffffffffu, t, 1);         // my neighbour in the pair
+  o[0] = __shfl_sync(0xffffffffu, t, 5);           // lane 5 of my warp
+  o[1] = __shfl_up_sync(0xffffffffu, t, 3);        // lane - 3, or my own below 3
+  o[2] = __shfl_down_sync(0xffffffffu, t, 4, 16);  // lane + 4 inside my 16-lane segment
+  o[3] = __shfl_xor_sync(0xffffffffu, t, 1);       // my neighbour in the pair
   o[4] = static_cast<int>(__ballot_sync(0xffffffffu, lane % 3 == 0));
   o[5] = __any_sync(0xffffffffu, t == 40);
   o[6] = __all_sync(0xffffffffu, lane < 32);
@@ -39,9 +39,7 @@ std::vector<int> run_collectives() {
   return host;
 }
 
-__global__ void record_order(int* order, int* next) {
-  order[blockIdx.x * blockDim.x + threadIdx.x] = (*next)++;
-}
+__global__ void record_order(int* order, int* next) { order[blockIdx.x * blockDim.x + threadIdx.x] = (*next)++; }
 
 }  // namespace
 

@@ -14,8 +14,8 @@
 #include <map>
 #include <string>
 
-#include "core/base/error.h"
-#include "nn/safetensors.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/nn/safetensors.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const int fd = ::memfd_create("fuzz_safetensors", MFD_CLOEXEC);

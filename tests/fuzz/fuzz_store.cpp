@@ -22,7 +22,7 @@
 #include <memory>
 #include <string>
 
-#include "parallel/store.h"
+#include <ringgrad/parallel/store.h>
 
 namespace {
 

@@ -11,11 +11,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/cuda.h"
-#include "core/device.h"
-#include "core/base/error.h"
-#include "kernels/backend.h"
-#include "core/base/philox.h"
+#include <ringgrad/core/cuda.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/kernels/backend.h>
+#include <ringgrad/core/base/philox.h>
 
 using namespace ringgrad;
 
@@ -209,8 +209,8 @@ TEST_CASE("copy: gathering a transposed view gives the transpose, with a dtype c
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
   std::vector<double> dst(rows * cols, -1.0);
   // The [cols, rows] view of a [rows, cols] matrix: strides swapped.
-  cpu().copy(DType::f32, strided(src.data(), {cols, rows}, {1, cols}), DType::f64,
-             contiguous(dst.data(), {cols, rows}), nullptr);
+  cpu().copy(DType::f32, strided(src.data(), {cols, rows}, {1, cols}), DType::f64, contiguous(dst.data(), {cols, rows}),
+             nullptr);
   for (int64_t i = 0; i < cols; ++i)
     for (int64_t j = 0; j < rows; ++j) CHECK(dst[i * rows + j] == src[j * cols + i]);
 }
@@ -419,9 +419,9 @@ TEST_CASE("cross_entropy: the loss matches -sum target log softmax, with label s
 TEST_CASE("cross_entropy: a label outside (0, c) is reported", "[kernels]") {
   std::vector<float> logits(3), loss(1);
   const int64_t label = 3;
-  CHECK_THROWS_WITH(cpu().cross_entropy_forward(DType::f32, logits.data(), &label, loss.data(), nullptr, 1, 3, 0.0,
-                                                nullptr),
-                    Catch::Contains("expected labels in [0, 3), got 3"));
+  CHECK_THROWS_WITH(
+      cpu().cross_entropy_forward(DType::f32, logits.data(), &label, loss.data(), nullptr, 1, 3, 0.0, nullptr),
+      Catch::Contains("expected labels in [0, 3), got 3"));
 }
 
 TEST_CASE("philox: matches the Random123 known-answer vectors", "[kernels]") {
@@ -431,8 +431,8 @@ TEST_CASE("philox: matches the Random123 known-answer vectors", "[kernels]") {
   CHECK(zero.w[1] == 0xe169c58du);
   CHECK(zero.w[2] == 0xbc57ac4cu);
   CHECK(zero.w[3] == 0x9b00dbd8u);
-  const Block pi = philox::philox4x32_10(Block{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u,
-                                         0x299f31d0u);
+  const Block pi =
+      philox::philox4x32_10(Block{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u);
   CHECK(pi.w[0] == 0xd16cfe09u);
   CHECK(pi.w[1] == 0x94fdccebu);
   CHECK(pi.w[2] == 0x5001e420u);

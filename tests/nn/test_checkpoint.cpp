@@ -14,17 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/generator.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/activation.h"
-#include "nn/checkpoint.h"
-#include "nn/linear.h"
-#include "nn/optim/adam.h"
-#include "nn/optim/sgd.h"
-#include "nn/safetensors.h"
-#include "nn/sequential.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/activation.h>
+#include <ringgrad/nn/checkpoint.h>
+#include <ringgrad/nn/linear.h>
+#include <ringgrad/nn/optim/adam.h>
+#include <ringgrad/nn/optim/sgd.h>
+#include <ringgrad/nn/safetensors.h>
+#include <ringgrad/nn/sequential.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -193,8 +193,7 @@ TEST_CASE("checkpoint: the TrainingState round-trips through the metadata", "[ch
   CHECK(got.extra == state.extra);
 }
 
-TEST_CASE("checkpoint: save_model writes exactly the state_dict names and load_model restores them",
-          "[checkpoint]") {
+TEST_CASE("checkpoint: save_model writes exactly the state_dict names and load_model restores them", "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("weights.safetensors");
   manual_seed(1);
@@ -277,8 +276,7 @@ TEST_CASE("checkpoint: strict load_model lists missing, unexpected and mismatche
   CHECK(after.at("3.weight") == before.at("3.weight"));        // present: loaded
 }
 
-TEST_CASE("checkpoint: load_checkpoint rejects what is not its own checkpoint and changes nothing",
-          "[checkpoint]") {
+TEST_CASE("checkpoint: load_checkpoint rejects what is not its own checkpoint and changes nothing", "[checkpoint]") {
   TempDir dir;
   const std::string path = dir.file("run.ckpt");
   const Batches data = make_batches();

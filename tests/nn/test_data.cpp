@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/tensor.h"
-#include "core/base/philox.h"
-#include "nn/data/dataloader.h"
-#include "nn/data/fashion_mnist.h"
-#include "nn/data/idx.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/core/base/philox.h>
+#include <ringgrad/nn/data/dataloader.h>
+#include <ringgrad/nn/data/fashion_mnist.h>
+#include <ringgrad/nn/data/idx.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -168,8 +168,9 @@ TEST_CASE("read_idx and write_idx: round trips over odd shapes, empty and one-el
       CHECK(back.shape() == shape);
       CHECK(back.to_vector<uint8_t>() == t.to_vector<uint8_t>());
       // write_idx's plain output is exactly the format, byte for byte.
-      if (!gzip) CHECK(read_plain(path) == idx_bytes(0x08, std::vector<uint32_t>(shape.begin(), shape.end()),
-                                                    t.to_vector<uint8_t>()));
+      if (!gzip)
+        CHECK(read_plain(path) ==
+              idx_bytes(0x08, std::vector<uint32_t>(shape.begin(), shape.end()), t.to_vector<uint8_t>()));
     }
   }
   // A non-contiguous view is written in its logical order.
@@ -326,8 +327,7 @@ void write_fake_fashion_mnist(const TempDir& dir, int64_t n_train, int64_t n_tes
   for (auto [prefix, n] : {std::pair<const char*, int64_t>{"train", n_train}, {"t10k", n_test}}) {
     Bytes labels(n);
     for (int64_t i = 0; i < n; ++i) labels[i] = static_cast<uint8_t>((3 * i + 1) % 10);
-    write_idx(dir.file(std::string(prefix) + "-images-idx3-ubyte.gz"), u8_tensor(noise(n * 784, n), {n, 28, 28}),
-              true);
+    write_idx(dir.file(std::string(prefix) + "-images-idx3-ubyte.gz"), u8_tensor(noise(n * 784, n), {n, 28, 28}), true);
     write_idx(dir.file(std::string(prefix) + "-labels-idx1-ubyte.gz"), u8_tensor(labels, {n}), true);
   }
 }
@@ -345,9 +345,8 @@ TEST_CASE("FashionMNIST: class names are the ten of the dataset, in label order"
 TEST_CASE("FashionMNIST: a missing file says which one and how to get the dataset", "[data]") {
   TempDir dir;
   CHECK_FALSE(FashionMNIST::available(dir.str()));
-  CHECK_ERROR(FashionMNIST(Split::Train, dir.str()), "FashionMNIST: missing", "train-images-idx3-ubyte.gz",
-              dir.str(), "given to the constructor", "apt-get install dataset-fashion-mnist",
-              "RINGGRAD_FASHION_MNIST_DIR");
+  CHECK_ERROR(FashionMNIST(Split::Train, dir.str()), "FashionMNIST: missing", "train-images-idx3-ubyte.gz", dir.str(),
+              "given to the constructor", "apt-get install dataset-fashion-mnist", "RINGGRAD_FASHION_MNIST_DIR");
   // Images present, labels not: the message names the labels file.
   write_idx(dir.file("t10k-images-idx3-ubyte.gz"), zeros({2, 28, 28}, DType::u8), true);
   CHECK_ERROR(FashionMNIST(Split::Test, dir.str()), "t10k-labels-idx1-ubyte.gz");
@@ -513,8 +512,8 @@ TEST_CASE("DataLoader: batch counts and sizes, with and without drop_last", "[da
     std::vector<int64_t> sizes;
   };
   const std::vector<Case> cases = {
-      {10, 4, false, {4, 4, 2}}, {10, 4, true, {4, 4}},  {12, 4, false, {4, 4, 4}}, {12, 4, true, {4, 4, 4}},
-      {3, 8, false, {3}},        {3, 8, true, {}},       {1, 1, false, {1}},        {0, 5, false, {}},
+      {10, 4, false, {4, 4, 2}}, {10, 4, true, {4, 4}}, {12, 4, false, {4, 4, 4}}, {12, 4, true, {4, 4, 4}},
+      {3, 8, false, {3}},        {3, 8, true, {}},      {1, 1, false, {1}},        {0, 5, false, {}},
   };
   for (const Case& c : cases) {
     INFO("n " << c.n << " batch " << c.batch << " drop_last " << c.drop_last);
@@ -613,11 +612,10 @@ TEST_CASE("DataLoader: batches are prepared on a background thread", "[data]") {
   const Indexed d = indexed_dataset(40);
   std::vector<std::thread::id> ids;  // written by the prefetch thread, read after the loop joined it
   std::mutex mu;
-  DataLoader loader(d.images, d.labels,
-                    DataLoaderOptions().batch_size(8).transform([&](Batch&, int64_t, int64_t) {
-                      std::lock_guard<std::mutex> lock(mu);
-                      ids.push_back(std::this_thread::get_id());
-                    }));
+  DataLoader loader(d.images, d.labels, DataLoaderOptions().batch_size(8).transform([&](Batch&, int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    ids.push_back(std::this_thread::get_id());
+  }));
   CHECK(drain(loader).size() == 5);
   std::lock_guard<std::mutex> lock(mu);
   REQUIRE(ids.size() == 5);

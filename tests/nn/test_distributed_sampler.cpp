@@ -8,11 +8,11 @@
 #include <numeric>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/tensor.h"
-#include "nn/data/dataloader.h"
-#include "nn/data/distributed_sampler.h"
-#include "nn/data/sampler.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/data/dataloader.h>
+#include <ringgrad/nn/data/distributed_sampler.h>
+#include <ringgrad/nn/data/sampler.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -36,18 +36,18 @@ struct TorchSize {
   int64_t num_samples, total_size;
 };
 const std::vector<TorchSize> kTorchSizes = {
-    {0, 1, false, 0, 0},       {0, 2, false, 0, 0},      {0, 3, false, 0, 0},     {0, 4, false, 0, 0},
-    {1, 1, false, 1, 1},       {1, 2, false, 1, 2},      {1, 3, false, 1, 3},     {1, 4, false, 1, 4},
-    {7, 1, false, 7, 7},       {7, 2, false, 4, 8},      {7, 3, false, 3, 9},     {7, 4, false, 2, 8},
-    {10, 1, false, 10, 10},    {10, 2, false, 5, 10},    {10, 3, false, 4, 12},   {10, 4, false, 3, 12},
-    {11, 1, false, 11, 11},    {11, 2, false, 6, 12},    {11, 3, false, 4, 12},   {11, 4, false, 3, 12},
+    {0, 1, false, 0, 0},       {0, 2, false, 0, 0},      {0, 3, false, 0, 0},      {0, 4, false, 0, 0},
+    {1, 1, false, 1, 1},       {1, 2, false, 1, 2},      {1, 3, false, 1, 3},      {1, 4, false, 1, 4},
+    {7, 1, false, 7, 7},       {7, 2, false, 4, 8},      {7, 3, false, 3, 9},      {7, 4, false, 2, 8},
+    {10, 1, false, 10, 10},    {10, 2, false, 5, 10},    {10, 3, false, 4, 12},    {10, 4, false, 3, 12},
+    {11, 1, false, 11, 11},    {11, 2, false, 6, 12},    {11, 3, false, 4, 12},    {11, 4, false, 3, 12},
     {100, 1, false, 100, 100}, {100, 2, false, 50, 100}, {100, 3, false, 34, 102}, {100, 4, false, 25, 100},
-    {0, 1, true, 0, 0},        {0, 2, true, 0, 0},       {0, 3, true, 0, 0},      {0, 4, true, 0, 0},
-    {1, 1, true, 1, 1},        {1, 2, true, 0, 0},       {1, 3, true, 0, 0},      {1, 4, true, 0, 0},
-    {7, 1, true, 7, 7},        {7, 2, true, 3, 6},       {7, 3, true, 2, 6},      {7, 4, true, 1, 4},
-    {10, 1, true, 10, 10},     {10, 2, true, 5, 10},     {10, 3, true, 3, 9},     {10, 4, true, 2, 8},
-    {11, 1, true, 11, 11},     {11, 2, true, 5, 10},     {11, 3, true, 3, 9},     {11, 4, true, 2, 8},
-    {100, 1, true, 100, 100},  {100, 2, true, 50, 100},  {100, 3, true, 33, 99},  {100, 4, true, 25, 100},
+    {0, 1, true, 0, 0},        {0, 2, true, 0, 0},       {0, 3, true, 0, 0},       {0, 4, true, 0, 0},
+    {1, 1, true, 1, 1},        {1, 2, true, 0, 0},       {1, 3, true, 0, 0},       {1, 4, true, 0, 0},
+    {7, 1, true, 7, 7},        {7, 2, true, 3, 6},       {7, 3, true, 2, 6},       {7, 4, true, 1, 4},
+    {10, 1, true, 10, 10},     {10, 2, true, 5, 10},     {10, 3, true, 3, 9},      {10, 4, true, 2, 8},
+    {11, 1, true, 11, 11},     {11, 2, true, 5, 10},     {11, 3, true, 3, 9},      {11, 4, true, 2, 8},
+    {100, 1, true, 100, 100},  {100, 2, true, 50, 100},  {100, 3, true, 33, 99},   {100, 4, true, 25, 100},
 };
 
 // Every rank's share of one epoch.
@@ -288,8 +288,8 @@ TEST_CASE("DataLoader: every rank's loader together visits the whole dataset onc
 TEST_CASE("DataLoader: a sampler with explicit shuffle, bad indices or a wrong size is rejected", "[data]") {
   const Indexed d = indexed_dataset(11);
   auto sampler = std::make_shared<DistributedSampler>(11, 2, 0);
-  CHECK_ERROR(DataLoader(d.images, d.labels, DataLoaderOptions().shuffle(true).sampler(sampler)),
-              "DataLoader", "mutually exclusive with shuffle(true)");
+  CHECK_ERROR(DataLoader(d.images, d.labels, DataLoaderOptions().shuffle(true).sampler(sampler)), "DataLoader",
+              "mutually exclusive with shuffle(true)");
   CHECK_NOTHROW(DataLoader(d.images, d.labels, DataLoaderOptions().sampler(sampler)));  // default shuffle gives way
 
   // A sampler built for a larger dataset hands out indices the loader does not have.

@@ -23,11 +23,11 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/file_io.h"
-#include "nn/safetensors.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/file_io.h>
+#include <ringgrad/nn/safetensors.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -354,8 +354,7 @@ TEST_CASE("file_io: a name too long for the file system is reported as such", "[
   CHECK_FALSE(fs::exists(target));
 }
 
-TEST_CASE("file_io: a save does not follow another user's symlink in a sticky world-writable folder",
-          "[safetensors]") {
+TEST_CASE("file_io: a save does not follow another user's symlink in a sticky world-writable folder", "[safetensors]") {
   // The kernel's protected_symlinks rule, which the save's own walk of the symlink chain must keep:
   // otherwise another user's /tmp/model.safetensors -> /home/victim/notes.txt replaces notes.txt.
   if (::geteuid() != 0) {

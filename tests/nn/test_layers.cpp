@@ -15,18 +15,18 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/generator.h"
-#include "core/gradcheck.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/activation.h"
-#include "nn/init.h"
-#include "nn/layernorm.h"
-#include "nn/linear.h"
-#include "nn/loss.h"
-#include "nn/module.h"
-#include "nn/sequential.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/gradcheck.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/activation.h>
+#include <ringgrad/nn/init.h>
+#include <ringgrad/nn/layernorm.h>
+#include <ringgrad/nn/linear.h>
+#include <ringgrad/nn/loss.h>
+#include <ringgrad/nn/module.h>
+#include <ringgrad/nn/sequential.h>
 
 #include "test_util.h"
 
@@ -35,7 +35,6 @@ using namespace ringgrad;
 namespace {
 
 using Inputs = std::vector<Tensor>;
-
 
 std::vector<double> values(const Tensor& t) { return t.to(DType::f64).to_vector<double>(); }
 
@@ -179,7 +178,8 @@ TEST_CASE("Linear: the fused activations equal linear followed by the activation
 
 TEST_CASE("Linear: pretty_print names sizes, bias and activation", "[nn]") {
   CHECK(printed(nn::Linear(784, 256)) == "Linear(in_features=784, out_features=256, bias=true)");
-  CHECK(printed(nn::Linear(nn::LinearOptions(3, 2).bias(false))) == "Linear(in_features=3, out_features=2, bias=false)");
+  CHECK(printed(nn::Linear(nn::LinearOptions(3, 2).bias(false))) ==
+        "Linear(in_features=3, out_features=2, bias=false)");
   CHECK(printed(nn::Linear(nn::LinearOptions(3, 2).activation(Activation::Relu))) ==
         "Linear(in_features=3, out_features=2, bias=true, activation=relu)");
   CHECK(printed(nn::Linear(nn::LinearOptions(3, 2).activation(Activation::GeluTanh))) ==
@@ -319,8 +319,7 @@ TEST_CASE("linear with fused GeluTanh: gradient matches finite differences", "[n
   INFO("x " << x_shape);
   Tensor x = leaf(x_shape, 3), w = leaf({4, 7}, 4), b = leaf({4}, 5);
   CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], in[2], Activation::GeluTanh); }, Inputs{x, w, b});
-  CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], Tensor(), Activation::GeluTanh); },
-                  Inputs{x, w});
+  CHECK_GRADCHECK([](const Inputs& in) { return linear(in[0], in[1], Tensor(), Activation::GeluTanh); }, Inputs{x, w});
 }
 
 TEST_CASE("Linear module in float64: gradient matches finite differences for input, weight and bias", "[nn][grad]") {
@@ -449,8 +448,7 @@ TEST_CASE("MLP end to end: gradient matches finite differences for the input and
   Inputs inputs{xin};
   inputs.insert(inputs.end(), params.begin(), params.end());
   for (size_t i = 0; i < params.size(); ++i) CHECK(inputs[i + 1].same(mlp->named_parameters()[i].second));
-  CHECK_GRADCHECK(
-[&](const Inputs& in) { return mlp->forward(in[0]); }, inputs);
+  CHECK_GRADCHECK([&](const Inputs& in) { return mlp->forward(in[0]); }, inputs);
 
   // And through a loss, as training uses it.
   const Tensor labels = from_vector<int64_t>({0, 2, 1, 1, 0, 2});

@@ -12,16 +12,16 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/device.h"
-#include "core/generator.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/activation.h"
-#include "nn/layernorm.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "nn/sequential.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/generator.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/activation.h>
+#include <ringgrad/nn/layernorm.h>
+#include <ringgrad/nn/linear.h>
+#include <ringgrad/nn/module.h>
+#include <ringgrad/nn/sequential.h>
 
 using namespace ringgrad;
 
@@ -102,9 +102,7 @@ T lookup(const nn::Named<T>& named, const std::string& name) {
 }
 
 // Element values as doubles, whatever the floating dtype (copies to cpu:0 if needed).
-std::vector<double> values(const Tensor& t) {
-  return t.to(Device::cpu(0)).to(DType::f64).to_vector<double>();
-}
+std::vector<double> values(const Tensor& t) { return t.to(Device::cpu(0)).to(DType::f64).to_vector<double>(); }
 
 // Bitwise equality of two tensors' contents (same dtype and shape required).
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
@@ -120,8 +118,8 @@ void run_backward_once(Mlp& model, Device device = Device::cpu(0), DType dtype =
 }
 
 const std::vector<std::string> kParamNames = {
-    "scale",          "fc1.weight",      "fc1.bias",         "block.lin.weight", "block.lin.bias",
-    "block.norm.weight", "block.norm.bias", "fc2.weight",    "fc2.bias"};
+    "scale",           "fc1.weight", "fc1.bias", "block.lin.weight", "block.lin.bias", "block.norm.weight",
+    "block.norm.bias", "fc2.weight", "fc2.bias"};
 
 }  // namespace
 
@@ -180,8 +178,7 @@ TEST_CASE("children and named_modules: direct children and the depth-first tree"
   CHECK(kids[2] == model->fc2);
   CHECK(kids[3] == model->drop);
   const auto modules = model->named_modules();
-  CHECK(names_of(modules) ==
-        std::vector<std::string>{"", "fc1", "block", "block.lin", "block.norm", "fc2", "drop"});
+  CHECK(names_of(modules) == std::vector<std::string>{"", "fc1", "block", "block.lin", "block.norm", "fc2", "drop"});
   CHECK(modules[0].second.get() == model.get());
   CHECK(model->fc1->children().empty());
 }
@@ -491,10 +488,9 @@ TEST_CASE("load_state_dict strict: the error lists all missing keys by name", "[
   sd.erase("fc1.bias");
   sd.erase("block.norm.weight");
   sd.erase("block.count");
-  CHECK_THROWS_WITH(b->load_state_dict(sd),
-                    Catch::Contains("missing keys") && Catch::Contains("fc1.bias") &&
-                        Catch::Contains("block.norm.weight") && Catch::Contains("block.count") &&
-                        Catch::Contains("Mlp"));
+  CHECK_THROWS_WITH(b->load_state_dict(sd), Catch::Contains("missing keys") && Catch::Contains("fc1.bias") &&
+                                                Catch::Contains("block.norm.weight") &&
+                                                Catch::Contains("block.count") && Catch::Contains("Mlp"));
 }
 
 TEST_CASE("load_state_dict strict: the error lists all unexpected keys by name", "[nn]") {
@@ -755,8 +751,8 @@ TEST_CASE("clone: Sequential clones each child", "[nn]") {
 
 TEST_CASE("clone: a module without Cloneable throws an error that names the fix", "[nn]") {
   auto plain = std::make_shared<Plain>();
-  CHECK_THROWS_WITH(plain->clone(), Catch::Contains("Plain") && Catch::Contains("nn::Cloneable<Plain>") &&
-                                        Catch::Contains("reset()"));
+  CHECK_THROWS_WITH(plain->clone(),
+                    Catch::Contains("Plain") && Catch::Contains("nn::Cloneable<Plain>") && Catch::Contains("reset()"));
   // Inside a Sequential, the same error comes out of the Sequential's clone.
   auto seq = std::make_shared<nn::Sequential>(
       std::initializer_list<std::shared_ptr<nn::Module>>{std::make_shared<nn::ReLU>(), plain});

@@ -39,15 +39,15 @@
 #include <thread>
 #include <vector>
 
-#include "core/autograd/grad_mode.h"
-#include "core/device.h"
-#include "core/base/error.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/optim/adam.h"
-#include "nn/optim/clip_grad_norm.h"
-#include "nn/optim/lr_scheduler.h"
-#include "nn/optim/sgd.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/device.h>
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/optim/adam.h>
+#include <ringgrad/nn/optim/clip_grad_norm.h>
+#include <ringgrad/nn/optim/lr_scheduler.h>
+#include <ringgrad/nn/optim/sgd.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -108,7 +108,9 @@ TEST_CASE("SGD: momentum with dampening matches hand computation and PyTorch", "
 }
 
 TEST_CASE("SGD: Nesterov momentum matches PyTorch in float64 and float32", "[optim]") {
-  auto make = [](std::vector<Tensor> ps) { return optim::SGD(ps, optim::SGDOptions(0.1).momentum(0.9).nesterov(true)); };
+  auto make = [](std::vector<Tensor> ps) {
+    return optim::SGD(ps, optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+  };
   // By hand for element 0: buf1 = 0.1, d = 0.1 + 0.9*0.1 = 0.19, p1 = 1 - 0.019 = 0.981.
   check_trajectory(make, {{0.981, -1.943, 0.367}, {0.9254, -1.8712, 0.2153}, {0.97386, -1.86708, 0.06676999999999998}});
   check_trajectory(make,
@@ -338,7 +340,7 @@ void check_resume_is_bitwise(const Options& options, DType dt) {
     Opt b(resumed, options);
     for (int i = 0; i < n; ++i) train_step(b);
     saved = b.state_dict();
-  }  // the "crash": only the parameters (the model's weights) and `saved` survive
+  }                                // the "crash": only the parameters (the model's weights) and `saved` survive
   Opt c(resumed, Options(0.123));  // other hyperparameters, to show that they are restored too
   c.load_state_dict(saved);
   CHECK(c.lr() == a.lr());
@@ -383,8 +385,8 @@ TEST_CASE("Optimizer: state_dict names its entries as PyTorch does", "[optim]") 
   CHECK(keys == std::vector<std::string>{"param_groups.0.beta1", "param_groups.0.beta2",
                                          "param_groups.0.decoupled_weight_decay", "param_groups.0.eps",
                                          "param_groups.0.lr", "param_groups.0.params", "param_groups.0.weight_decay",
-                                         "state.0.exp_avg", "state.0.exp_avg_sq", "state.0.step",
-                                         "state.1.exp_avg", "state.1.exp_avg_sq", "state.1.step"});
+                                         "state.0.exp_avg", "state.0.exp_avg_sq", "state.0.step", "state.1.exp_avg",
+                                         "state.1.exp_avg_sq", "state.1.step"});
   CHECK(s.at("param_groups.0.lr").dtype() == DType::f64);
   CHECK(s.at("param_groups.0.lr").dim() == 0);
   CHECK(s.at("param_groups.0.beta2").item() == 0.95);
@@ -486,11 +488,11 @@ void check_schedule(Make make, const std::vector<double>& expected, double rel) 
 }  // namespace
 
 TEST_CASE("StepLR: matches PyTorch bit for bit", "[optim]") {
-  check_schedule([](optim::Optimizer& o) { return optim::StepLR(o, 3, 0.1); },
-                 {0.1, 0.1, 0.1, 0.010000000000000002, 0.010000000000000002, 0.010000000000000002,
-                  0.0010000000000000002, 0.0010000000000000002, 0.0010000000000000002, 0.00010000000000000003,
-                  0.00010000000000000003},
-                 0.0);
+  check_schedule(
+      [](optim::Optimizer& o) { return optim::StepLR(o, 3, 0.1); },
+      {0.1, 0.1, 0.1, 0.010000000000000002, 0.010000000000000002, 0.010000000000000002, 0.0010000000000000002,
+       0.0010000000000000002, 0.0010000000000000002, 0.00010000000000000003, 0.00010000000000000003},
+      0.0);
 }
 
 TEST_CASE("CosineAnnealingLR: matches PyTorch to rounding, past T_max too", "[optim]") {
@@ -521,8 +523,8 @@ TEST_CASE("LRScheduler: state_dict restores the schedule", "[optim]") {
   CHECK(opt2.lr() == opt.lr());
 
   CHECK_ERROR(resumed.load_state_dict({{"last_epoch", scalar_tensor(2.0, DType::f64)}}), "missing key", "base_lr");
-  CHECK_ERROR(resumed.load_state_dict({{"last_epoch", scalar_tensor(-1.0, DType::f64)},
-                                       {"base_lr", scalar_tensor(0.1, DType::f64)}}),
+  CHECK_ERROR(resumed.load_state_dict(
+                  {{"last_epoch", scalar_tensor(-1.0, DType::f64)}, {"base_lr", scalar_tensor(0.1, DType::f64)}}),
               "last_epoch", "whole number");
   CHECK_ERROR(optim::StepLR(opt, 0), "StepLR", "step_size >= 1", "got 0");
   CHECK_ERROR(optim::CosineAnnealingLR(opt, 0), "CosineAnnealingLR", "T_max >= 1");
@@ -537,16 +539,20 @@ TEST_CASE("clip_grad_norm_: total norm and rescaled gradients match PyTorch", "[
   };
   const double inf = std::numeric_limits<double>::infinity();
   const std::vector<Case> cases = {
-      {2.0, 8.139410298049853,
+      {2.0,
+       8.139410298049853,
        {0.9214425620433937, -1.2285900827245249, 0.3071475206811312, 0.1535737603405656},
        {-0.6142950413622624, 1.8428851240867874, 0.0}},
-      {1.0, 16.5,
+      {1.0,
+       16.5,
        {0.45454542699724687, -0.6060605693296625, 0.15151514233241561, 0.07575757116620781},
        {-0.30303028466483123, 0.9090908539944937, 0.0}},
-      {inf, 6.0,
+      {inf,
+       6.0,
        {1.2499997916667014, -1.6666663888889353, 0.4166665972222338, 0.2083332986111169},
        {-0.8333331944444676, 2.4999995833334028, 0.0}},
-      {3.0, 6.812182601715,
+      {3.0,
+       6.812182601715,
        {1.100968564339904, -1.4679580857865386, 0.36698952144663466, 0.18349476072331733},
        {-0.7339790428932693, 2.201937128679808, 0.0}},
   };
@@ -585,8 +591,11 @@ TEST_CASE("optimizer steps split across threads give the same bits as one thread
     ringgrad::set_num_threads(threads);
     Tensor p = randn({300001}, DType::f32, 11).requires_grad_(true);
     std::unique_ptr<optim::Optimizer> opt;
-    if (adam) opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions(1e-2));
-    else opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
+    if (adam)
+      opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions(1e-2));
+    else
+      opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p},
+                                         optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
     for (uint64_t step = 0; step < 3; ++step) {
       p.set_grad(randn({300001}, DType::f32, 100 + step));
       opt->step();

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "core/base/error.h"
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/safetensors.h"
+#include <ringgrad/core/base/error.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/safetensors.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -157,8 +157,10 @@ TEST_CASE("safetensors: views are written densely in row-major order", "[safeten
 
 TEST_CASE("safetensors: metadata round-trips and is only written on success", "[safetensors]") {
   TempDir dir;
-  const std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"empty", ""}, {"quotes \"and\" \\ slashes", "line\nbreak\ttab"}, {"unicode", "\xc3\xa9t\xc3\xa9"}};
+  const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                       {"empty", ""},
+                                                       {"quotes \"and\" \\ slashes", "line\nbreak\ttab"},
+                                                       {"unicode", "\xc3\xa9t\xc3\xa9"}};
   const std::string path = dir.file("meta.safetensors");
   nn::save_safetensors(path, {{"x", scalar_tensor(1.0)}}, metadata);
   std::map<std::string, std::string> got = {{"stale", "entry"}};
@@ -177,8 +179,7 @@ TEST_CASE("safetensors: metadata round-trips and is only written on success", "[
   CHECK(got == std::map<std::string, std::string>{{"kept", "yes"}});
 }
 
-TEST_CASE("safetensors: the header is JSON padded to 8 bytes and tensors are packed in key order",
-          "[safetensors]") {
+TEST_CASE("safetensors: the header is JSON padded to 8 bytes and tensors are packed in key order", "[safetensors]") {
   TempDir dir;
   const std::string path = dir.file("layout.safetensors");
   nn::StateDict tensors;
@@ -274,19 +275,23 @@ TEST_CASE("safetensors: each kind of bad file is rejected with a message naming 
        make_file(R"({"a":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})", 0), "overflows"},
       {"size beyond uint64", make_file(R"({"a":{"dtype":"U8","shape":[1e30],"data_offsets":[0,0]}})", 0),
        "expected non-negative integer sizes"},
-      {"too many dimensions",
-       make_file(R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})", 1), "at most 8"},
-      {"one offset", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0]}})", 4), "\"data_offsets\" to be [begin, end]"},
+      {"too many dimensions", make_file(R"({"a":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}})", 1),
+       "at most 8"},
+      {"one offset", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0]}})", 4),
+       "\"data_offsets\" to be [begin, end]"},
       {"negative offset", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[-4,0]}})", 4), "[begin, end]"},
       {"offsets out of range", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0,400]}})", 4),
        "data_offsets [0, 400] run past the end of the data buffer (4 bytes)"},
-      {"huge offsets", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[18446744073709551612,18446744073709551615]}})", 4),
+      {"huge offsets",
+       make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[18446744073709551612,18446744073709551615]}})", 4),
        "run past the end of the data buffer"},
       {"end before begin", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[4,0]}})", 4), "end before they begin"},
       {"shape and bytes disagree", make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4),
        "needs 8 bytes, but data_offsets [0, 4] hold 4"},
       {"overlapping tensors",
-       make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+       make_file(
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+           12),
        "tensor 'b' at bytes [4, 12) overlaps tensor 'a' at [0, 8)"},
       {"two tensors on the same bytes",
        make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0,4]},"b":{)" + f32x1 + R"(,"data_offsets":[0,4]}})", 4),
@@ -296,7 +301,8 @@ TEST_CASE("safetensors: each kind of bad file is rejected with a message naming 
        "bytes [4, 8) of the data buffer belong to no tensor"},
       {"gap at the start", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[4,8]}})", 8), "belong to no tensor"},
       {"leftover bytes", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0,4]}})", 9), "5 bytes are left over"},
-      {"duplicate tensor", make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0,4]},"a":{)" + f32x1 + R"(,"data_offsets":[4,8]}})", 8),
+      {"duplicate tensor",
+       make_file(R"({"a":{)" + f32x1 + R"(,"data_offsets":[0,4]},"a":{)" + f32x1 + R"(,"data_offsets":[4,8]}})", 8),
        "repeats the key \"a\""},
       {"duplicate field", make_file(R"({"a":{"dtype":"F64","dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4),
        "repeats the key \"dtype\""},
@@ -316,8 +322,7 @@ TEST_CASE("safetensors: each kind of bad file is rejected with a message naming 
   CHECK_THROWS_WITH(nn::load_safetensors(dir.file("a_directory")), Contains("a_directory"));
 }
 
-TEST_CASE("safetensors: a valid hand-made file loads, with tensors in any order and trailing spaces",
-          "[safetensors]") {
+TEST_CASE("safetensors: a valid hand-made file loads, with tensors in any order and trailing spaces", "[safetensors]") {
   TempDir dir;
   const std::string path = dir.file("ok.safetensors");
   std::string data(12, '\0');
@@ -412,11 +417,33 @@ TEST_CASE("safetensors: mutated files either load or throw ringgrad::Error", "[s
   const std::string good = read_file(good_path);
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, good.data(), 8);
-  const std::vector<std::string> fragments = {
-      "{", "}", "[", "]", "\"", ",", ":", "-1", "0", "1e999", "18446744073709551615", "9223372036854775807",
-      "\"F16\"", "\"BF16\"", "\"U8\"", "\"data_offsets\":[0,0]", "\"shape\":[", "null", "true", "\"__metadata__\"",
-      "\\u0000", "\\ud800", "\xff", "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}", " ",
-      "[[[[[[[[[[[[[[[[[[[[", "\"dtype\":\"I64\""};
+  const std::vector<std::string> fragments = {"{",
+                                              "}",
+                                              "[",
+                                              "]",
+                                              "\"",
+                                              ",",
+                                              ":",
+                                              "-1",
+                                              "0",
+                                              "1e999",
+                                              "18446744073709551615",
+                                              "9223372036854775807",
+                                              "\"F16\"",
+                                              "\"BF16\"",
+                                              "\"U8\"",
+                                              "\"data_offsets\":[0,0]",
+                                              "\"shape\":[",
+                                              "null",
+                                              "true",
+                                              "\"__metadata__\"",
+                                              "\\u0000",
+                                              "\\ud800",
+                                              "\xff",
+                                              "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+                                              " ",
+                                              "[[[[[[[[[[[[[[[[[[[[",
+                                              "\"dtype\":\"I64\""};
 
   std::mt19937_64 rng(20240611);
   auto below = [&](uint64_t n) { return n == 0 ? uint64_t{0} : rng() % n; };
@@ -501,8 +528,8 @@ TEST_CASE("safetensors: mutated files either load or throw ringgrad::Error", "[s
 std::string many_tensors_header(int count, const std::string& tail = "") {
   std::string header = "{";
   for (int i = 0; i < count; ++i)
-    header += "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
-              std::to_string(i) + "," + std::to_string(i + 1) + "]},";
+    header += "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(i) +
+              "," + std::to_string(i + 1) + "]},";
   header.pop_back();
   return header + tail + "}";
 }

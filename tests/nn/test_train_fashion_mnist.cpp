@@ -2,12 +2,12 @@
 // beat chance clearly. Skipped (with a warning) only when the dataset is not installed; CI installs it.
 #include <catch2/catch.hpp>
 
-#include "core/autograd/grad_mode.h"
-#include "core/ops.h"
-#include "nn/data/dataloader.h"
-#include "nn/data/fashion_mnist.h"
-#include "nn/optim/sgd.h"
-#include "nn/sequential.h"
+#include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/ops.h>
+#include <ringgrad/nn/data/dataloader.h>
+#include <ringgrad/nn/data/fashion_mnist.h>
+#include <ringgrad/nn/optim/sgd.h>
+#include <ringgrad/nn/sequential.h>
 
 using namespace ringgrad;
 
@@ -45,7 +45,7 @@ TEST_CASE("fashion_mnist: an MLP trained on 512 real images lowers its loss and 
   }
   const double after = mean_loss();
   INFO("mean loss before " << before << ", after " << after);
-  CHECK(before > 2.0);        // about ln(10) = 2.30 for an untrained 10-way classifier
+  CHECK(before > 2.0);  // about ln(10) = 2.30 for an untrained 10-way classifier
   CHECK(after < 0.5 * before);
 
   NoGradGuard no_grad;

@@ -62,9 +62,11 @@ inline JobResult spawn_ranks(int world, const std::string& program, const std::v
   for (int rank = 0; rank < world; ++rank) {
     // The job's variables, then the extra ones (which may replace them, MASTER_PORT say), then what
     // this process inherited -- each name once, since getenv returns the first match.
-    std::vector<std::pair<std::string, std::string>> vars = {
-        {"RANK", std::to_string(rank)}, {"LOCAL_RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
-        {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+    std::vector<std::pair<std::string, std::string>> vars = {{"RANK", std::to_string(rank)},
+                                                             {"LOCAL_RANK", std::to_string(rank)},
+                                                             {"WORLD_SIZE", std::to_string(world)},
+                                                             {"MASTER_ADDR", "127.0.0.1"},
+                                                             {"MASTER_PORT", std::to_string(port)}};
     for (const auto& [name, value] : extra_env) {
       bool replaced = false;
       for (auto& var : vars)

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/process_group.h"
+#include <ringgrad/parallel/process_group.h>
 #include "parallel/ring/ring_process_group.h"
 #include "test_util.h"
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "parallel/bucket_assignment.h"
+#include <ringgrad/parallel/bucket_assignment.h>
 
 using namespace ringgrad;
 using parallel::assign_buckets;

@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "parallel/comm.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/parallel/comm.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -105,8 +105,7 @@ TEST_CASE("broadcast: gradients of the copies are summed onto the source", "[dp]
       p);
 }
 
-TEST_CASE("broadcast: copy i on device i, the source's own copy shares its memory, .grad only on the source",
-          "[dp]") {
+TEST_CASE("broadcast: copy i on device i, the source's own copy shares its memory, .grad only on the source", "[dp]") {
   REQUIRE(cpu_device_count() >= 3);
   const Tensor p = randn({3, 2}, DType::f32, 8).requires_grad_(true);
   const std::vector<Tensor> copies = broadcast(p, kThree);
@@ -132,8 +131,8 @@ TEST_CASE("scatter, gather, broadcast: bad input is a clear error", "[dp]") {
   CHECK_ERROR(scatter(x, kThree, 2), "scatter", "dim 2", "out of range");
   CHECK_ERROR(scatter(x, {Device::cpu(0), Device::cpu(9)}), "cpu:9");
   CHECK_ERROR(gather({}, Device::cpu(0)), "gather", "at least one tensor");
-  CHECK_ERROR(gather({x, randn({4, 2}).to(Device::cpu(1))}, Device::cpu(0)), "gather", "[4, 3]", "[4, 2]",
-              "index 1", "cpu:1");
+  CHECK_ERROR(gather({x, randn({4, 2}).to(Device::cpu(1))}, Device::cpu(0)), "gather", "[4, 3]", "[4, 2]", "index 1",
+              "cpu:1");
   CHECK_ERROR(gather({x, randn({4, 3}, DType::f64)}, Device::cpu(0)), "gather", "float32", "float64", "index 1");
   CHECK_ERROR(broadcast(x, {Device::cpu(1), Device::cpu(2)}), "broadcast", "one of the target devices", "cpu:0");
   CHECK_ERROR(broadcast(x, {Device::cpu(0), Device::cpu(0)}), "broadcast", "distinct");

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "nn/linear.h"
-#include "nn/optim/adam.h"
-#include "nn/optim/sgd.h"
-#include "nn/sequential.h"
-#include "parallel/data_parallel.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/nn/linear.h>
+#include <ringgrad/nn/optim/adam.h>
+#include <ringgrad/nn/optim/sgd.h>
+#include <ringgrad/nn/sequential.h>
+#include <ringgrad/parallel/data_parallel.h>
 #include "test_util.h"
 
 using namespace ringgrad;

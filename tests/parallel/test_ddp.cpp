@@ -50,8 +50,8 @@ TEST_CASE("ddp: float32 training matches one process within 1e-5, over TCP too",
 }
 
 TEST_CASE("ddp: gradient_as_bucket_view and the non-overlapped variant train the same", "[ddp]") {
-  const std::vector<std::string> variant = GENERATE(std::vector<std::string>{"view=1"},
-                                                    std::vector<std::string>{"overlap=0", "cap=0"});
+  const std::vector<std::string> variant =
+      GENERATE(std::vector<std::string>{"view=1"}, std::vector<std::string>{"overlap=0", "cap=0"});
   std::vector<std::string> args = {"train"};
   args.insert(args.end(), variant.begin(), variant.end());
   const JobResult job = spawn_ranks(2, kWorker, args);
@@ -79,8 +79,7 @@ TEST_CASE("ddp: an unused parameter is an error naming it, and find_unused_param
   CHECK(all_succeeded(fixed, /*say_ok=*/true));
 }
 
-TEST_CASE("ddp: a no-grad forward, a user collective and no_sync with unused parameters keep ranks in step",
-          "[ddp]") {
+TEST_CASE("ddp: a no-grad forward, a user collective and no_sync with unused parameters keep ranks in step", "[ddp]") {
   const JobResult job = spawn_ranks(GENERATE(2, 3), kWorker, {"quiet_failures"});
   INFO(all_output(job));
   CHECK(all_succeeded(job, /*say_ok=*/true));

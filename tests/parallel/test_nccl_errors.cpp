@@ -7,9 +7,9 @@
 // The collectives themselves need a GPU: tests/cuda/test_nccl.cpp.
 #include <catch2/catch.hpp>
 
-#include "core/cuda.h"
+#include <ringgrad/core/cuda.h>
 #include "parallel/nccl/nccl_process_group.h"
-#include "parallel/process_group.h"
+#include <ringgrad/parallel/process_group.h>
 #include "test_util.h"
 
 using namespace ringgrad;

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/tensor.h"
-#include "parallel/process_group.h"
+#include <ringgrad/core/ops.h>
+#include <ringgrad/core/tensor.h>
+#include <ringgrad/parallel/process_group.h>
 #include "parallel/ring/ring_process_group.h"
 #include "test_util.h"
 
@@ -29,14 +29,18 @@ class ScopedEnv {
     for (auto& [name, value] : vars) {
       const char* old = std::getenv(name.c_str());
       saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-      if (value) ::setenv(name.c_str(), value, 1);
-      else ::unsetenv(name.c_str());
+      if (value)
+        ::setenv(name.c_str(), value, 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
   ~ScopedEnv() {  // in reverse: a name listed twice gets back its value from before the first
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
+      if (it->second)
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        ::unsetenv(it->first.c_str());
     }
   }
 
@@ -47,8 +51,8 @@ class ScopedEnv {
 }  // namespace
 
 TEST_CASE("read_launch_info: reads the torchrun variables, explicit options win", "[ring]") {
-  ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.7"},
-                 {"MASTER_PORT", "29511"}});
+  ScopedEnv env(
+      {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29511"}});
   const parallel::LaunchInfo info = read_launch_info({});
   CHECK(info.rank == 2);
   CHECK(info.world_size == 4);
@@ -95,12 +99,32 @@ namespace {
 // Every launcher variable read_launch_info knows, unset: each test below sets only its launcher's.
 std::vector<std::pair<std::string, const char*>> no_launcher() {
   std::vector<std::pair<std::string, const char*>> vars;
-  for (const char* name :
-       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
-        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "RINGGRAD_TIMEOUT",
-        "TORCHELASTIC_USE_AGENT_STORE", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "SLURM_STEP_ID", "MPI_LOCALNRANKS",
-        "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"})
+  for (const char* name : {"RANK",
+                           "WORLD_SIZE",
+                           "LOCAL_RANK",
+                           "MASTER_ADDR",
+                           "MASTER_PORT",
+                           "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_SIZE",
+                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                           "OMPI_COMM_WORLD_LOCAL_SIZE",
+                           "PMI_RANK",
+                           "PMI_SIZE",
+                           "MPI_LOCALRANKID",
+                           "SLURM_PROCID",
+                           "SLURM_NTASKS",
+                           "SLURM_LOCALID",
+                           "SLURM_JOB_NODELIST",
+                           "SLURM_NODELIST",
+                           "RINGGRAD_TIMEOUT",
+                           "TORCHELASTIC_USE_AGENT_STORE",
+                           "SLURM_STEP_NODELIST",
+                           "SLURM_JOB_ID",
+                           "SLURM_STEP_ID",
+                           "MPI_LOCALNRANKS",
+                           "OMPI_MCA_ess_base_jobid",
+                           "PMIX_NAMESPACE",
+                           "TORCHELASTIC_RUN_ID"})
     vars.emplace_back(name, nullptr);
   return vars;
 }
@@ -115,8 +139,10 @@ std::vector<std::pair<std::string, const char*>> with(std::vector<std::pair<std:
 
 TEST_CASE("read_launch_info: Open MPI, MPICH and Slurm variables, with defaults for address and port", "[ring]") {
   {
-    ScopedEnv env(with(no_launcher(), {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+    ScopedEnv env(with(no_launcher(), {{"OMPI_COMM_WORLD_RANK", "1"},
+                                       {"OMPI_COMM_WORLD_SIZE", "2"},
+                                       {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
     const parallel::LaunchInfo info = read_launch_info({});
     CHECK(info.rank == 1);
     CHECK(info.world_size == 2);
@@ -126,8 +152,11 @@ TEST_CASE("read_launch_info: Open MPI, MPICH and Slurm variables, with defaults 
     CHECK(info.launcher == "Open MPI");
   }
   {
-    ScopedEnv env(with(no_launcher(), {{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"},
-                                       {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "4242"}}));
+    ScopedEnv env(with(no_launcher(), {{"PMI_RANK", "3"},
+                                       {"PMI_SIZE", "4"},
+                                       {"MPI_LOCALRANKID", "1"},
+                                       {"MASTER_ADDR", "10.1.2.3"},
+                                       {"MASTER_PORT", "4242"}}));
     const parallel::LaunchInfo info = read_launch_info({});
     CHECK(info.rank == 3);
     CHECK(info.world_size == 4);
@@ -136,7 +165,9 @@ TEST_CASE("read_launch_info: Open MPI, MPICH and Slurm variables, with defaults 
     CHECK(info.master_port == 4242);
   }
   {
-    ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+    ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "5"},
+                                       {"SLURM_NTASKS", "8"},
+                                       {"SLURM_LOCALID", "1"},
                                        {"SLURM_JOB_NODELIST", "gpu[007-010,12],login1"}}));
     const parallel::LaunchInfo info = read_launch_info({});
     CHECK(info.rank == 5);
@@ -150,14 +181,19 @@ TEST_CASE("read_launch_info: Open MPI, MPICH and Slurm variables, with defaults 
 
 TEST_CASE("read_launch_info: srun starting an MPI job fills in what PMI leaves out, and job ids", "[ring]") {
   // srun --mpi=pmi2 sets PMI_RANK/PMI_SIZE, and Slurm's own numbers agree with them.
-  ScopedEnv env(with(no_launcher(), {{"PMI_RANK", "9"}, {"PMI_SIZE", "16"}, {"SLURM_PROCID", "9"},
-                                     {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "4242"},
-                                     {"SLURM_STEP_ID", "3"}, {"SLURM_STEP_NODELIST", "n[05-12]"},
+  ScopedEnv env(with(no_launcher(), {{"PMI_RANK", "9"},
+                                     {"PMI_SIZE", "16"},
+                                     {"SLURM_PROCID", "9"},
+                                     {"SLURM_NTASKS", "16"},
+                                     {"SLURM_LOCALID", "1"},
+                                     {"SLURM_JOB_ID", "4242"},
+                                     {"SLURM_STEP_ID", "3"},
+                                     {"SLURM_STEP_NODELIST", "n[05-12]"},
                                      {"SLURM_JOB_NODELIST", "n[01-12]"}}));
   const parallel::LaunchInfo info = read_launch_info({});
   CHECK(info.rank == 9);
-  CHECK(info.local_rank == 1);           // SLURM_LOCALID, not the global rank
-  CHECK(info.master_addr == "n05");      // the step's first node
+  CHECK(info.local_rank == 1);       // SLURM_LOCALID, not the global rank
+  CHECK(info.master_addr == "n05");  // the step's first node
   CHECK(info.launcher == "MPICH/Intel MPI (PMI)");
   {
     ScopedEnv slurm_only(with({}, {{"PMI_RANK", nullptr}, {"PMI_SIZE", nullptr}}));
@@ -169,8 +205,12 @@ TEST_CASE("read_launch_info: srun starting an MPI job fills in what PMI leaves o
 
 TEST_CASE("read_launch_info: launchers nest in a fixed order, and rank and size never mix families", "[ring]") {
   // srun running mpirun running torchrun: the innermost launcher (the one that set RANK) wins.
-  ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                                     {"OMPI_COMM_WORLD_SIZE", "2"}, {"RANK", "3"}, {"WORLD_SIZE", "4"},
+  ScopedEnv env(with(no_launcher(), {{"SLURM_PROCID", "0"},
+                                     {"SLURM_NTASKS", "1"},
+                                     {"OMPI_COMM_WORLD_RANK", "1"},
+                                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                                     {"RANK", "3"},
+                                     {"WORLD_SIZE", "4"},
                                      {"MASTER_PORT", "29501"}}));
   CHECK(read_launch_info({}).rank == 3);
   CHECK(read_launch_info({}).world_size == 4);
@@ -183,10 +223,12 @@ TEST_CASE("read_launch_info: launchers nest in a fixed order, and rank and size 
   }
 }
 
-TEST_CASE("read_launch_info: a multi-host Open MPI job needs MASTER_ADDR, and Slurm node lists name their first host", "[ring]") {
+TEST_CASE("read_launch_info: a multi-host Open MPI job needs MASTER_ADDR, and Slurm node lists name their first host",
+          "[ring]") {
   {
-    ScopedEnv env(with(no_launcher(), {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+    ScopedEnv env(
+        with(no_launcher(),
+             {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
     CHECK_ERROR(read_launch_info({}), "several hosts", "MASTER_ADDR");
   }
   CHECK(parallel::first_slurm_host("node01") == "node01");

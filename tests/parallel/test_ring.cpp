@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 
-#include "parallel/socket.h"
+#include <ringgrad/parallel/socket.h>
 #include "spawn_ranks.h"
 
 using ringgrad::test::all_output;
@@ -98,8 +98,8 @@ TEST_CASE("ring: a rank killed mid all-reduce makes the others fail fast and nam
   const std::string transport = GENERATE(std::string("shm"), std::string("tcp"));
   const int world = GENERATE(2, 4);
   // A 60 s timeout: the survivors must notice the death itself, long before the deadline.
-  const JobResult job =
-      spawn_ranks(world, kWorker, {"die", transport}, {{"VICTIM", "1"}, {"TIMEOUT_MS", "60000"}}, std::chrono::seconds(30));
+  const JobResult job = spawn_ranks(world, kWorker, {"die", transport}, {{"VICTIM", "1"}, {"TIMEOUT_MS", "60000"}},
+                                    std::chrono::seconds(30));
   INFO(all_output(job));
   CHECK_FALSE(job.timed_out);
   CHECK(job.seconds < 10);
@@ -136,9 +136,9 @@ TEST_CASE("ring: a stopped rank 0 fails the others once, within the timeout plus
   // survivor times out in the all-reduce; asking the store who failed first must not then cost a
   // second full timeout.
   const TempDir dir;
-  const JobResult job = spawn_ranks(2, kWorker, {"stop", "shm"},
-                                    {{"VICTIM", "0"}, {"TIMEOUT_MS", "8000"}, {"PID_DIR", dir.str()}},
-                                    std::chrono::seconds(40));
+  const JobResult job =
+      spawn_ranks(2, kWorker, {"stop", "shm"}, {{"VICTIM", "0"}, {"TIMEOUT_MS", "8000"}, {"PID_DIR", dir.str()}},
+                  std::chrono::seconds(40));
   INFO(all_output(job));
   CHECK_FALSE(job.timed_out);
   CHECK(job.ranks[1].exit_code == 3);
@@ -184,10 +184,10 @@ TEST_CASE("ring: a rank that never arrives is reported while waited for, then na
 }
 
 TEST_CASE("ring: a rank with another job's token is refused at once, and rank 0's timeout says so", "[ring]") {
-  const JobResult job = spawn_ranks(
-      2, kWorker, {"one", "auto"},
-      {{"VICTIM", "1"}, {"TIMEOUT_MS", "3000"}, {"RINGGRAD_JOB_TOKEN", "ours"}, {"VICTIM_TOKEN", "theirs"}},
-      std::chrono::seconds(30));
+  const JobResult job =
+      spawn_ranks(2, kWorker, {"one", "auto"},
+                  {{"VICTIM", "1"}, {"TIMEOUT_MS", "3000"}, {"RINGGRAD_JOB_TOKEN", "ours"}, {"VICTIM_TOKEN", "theirs"}},
+                  std::chrono::seconds(30));
   INFO(all_output(job));
   CHECK(job.ranks[1].exit_code == 3);
   CHECK(error_after_ms(job.ranks[1].output) < 1500);
@@ -200,9 +200,9 @@ TEST_CASE("ring: a rank with another job's token is refused at once, and rank 0'
 TEST_CASE("ring: two processes that claim the same rank are stopped at the rendezvous, naming both", "[ring]") {
   // Of three processes, the third also says RANK=1: whichever of the two claims rank 1 second fails
   // at once; the others then wait for rank 2, which never came.
-  const JobResult job = spawn_ranks(3, kWorker, {"one", "auto"},
-                                    {{"VICTIM", "2"}, {"VICTIM_RANK", "1"}, {"TIMEOUT_MS", "3000"}},
-                                    std::chrono::seconds(30));
+  const JobResult job =
+      spawn_ranks(3, kWorker, {"one", "auto"}, {{"VICTIM", "2"}, {"VICTIM_RANK", "1"}, {"TIMEOUT_MS", "3000"}},
+                  std::chrono::seconds(30));
   INFO(all_output(job));
   int refused = 0;
   for (int r : {1, 2}) {
@@ -218,10 +218,10 @@ TEST_CASE("ring: two processes that claim the same rank are stopped at the rende
 
 TEST_CASE("ring: a rank of another job at this job's store is refused, naming both job ids", "[ring]") {
   // The victim (rank 1) carries another torchrun run id than rank 0.
-  const JobResult job = spawn_ranks(2, kWorker, {"one", "auto"},
-                                    {{"VICTIM", "1"}, {"TIMEOUT_MS", "3000"}, {"TORCHELASTIC_RUN_ID", "run-a"},
-                                     {"VICTIM_RUN_ID", "run-b"}},
-                                    std::chrono::seconds(30));
+  const JobResult job = spawn_ranks(
+      2, kWorker, {"one", "auto"},
+      {{"VICTIM", "1"}, {"TIMEOUT_MS", "3000"}, {"TORCHELASTIC_RUN_ID", "run-a"}, {"VICTIM_RUN_ID", "run-b"}},
+      std::chrono::seconds(30));
   INFO(all_output(job));
   CHECK(job.ranks[1].exit_code == 3);
   CHECK(error_after_ms(job.ranks[1].output) < 1500);
@@ -243,10 +243,10 @@ TEST_CASE("ring: under torchrun, whose agent holds MASTER_PORT, ringgrad's store
   // The agent's store, played by a listener that is never answered; ringgrad must not even try it.
   const ringgrad::parallel::net::Listener agent("127.0.0.1", 0);
   const std::string port = std::to_string(agent.port());
-  const JobResult job = spawn_ranks(
-      2, kWorker, {"one", "auto"},
-      {{"MASTER_PORT", port}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RUN_ID", "test"}},
-      std::chrono::seconds(30));
+  const JobResult job =
+      spawn_ranks(2, kWorker, {"one", "auto"},
+                  {{"MASTER_PORT", port}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RUN_ID", "test"}},
+                  std::chrono::seconds(30));
   INFO(all_output(job));
   CHECK(all_succeeded(job, true));
   CHECK(job.ranks[0].output.find("uses port " + std::to_string(agent.port() + 1)) != std::string::npos);
@@ -257,8 +257,9 @@ TEST_CASE("ring: a job started by Open MPI's mpirun reads its ranks from OMPI_CO
   // mpirun sets no RANK, WORLD_SIZE or MASTER_ADDR; only the port is passed, so parallel tests do
   // not meet on the default 29500. The ranks' output goes through mpirun's.
   const std::string port = std::to_string(ringgrad::test::free_port());
-  const LauncherRun run(std::string(RINGGRAD_MPIRUN_PATH) + " --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=" +
-                        port + " " + kWorker + " collectives shm");
+  const LauncherRun run(std::string(RINGGRAD_MPIRUN_PATH) +
+                        " --allow-run-as-root --oversubscribe -np 2 -x MASTER_PORT=" + port + " " + kWorker +
+                        " collectives shm");
   const std::string& output = run.output;
   INFO(run.command << "\n" << output);
   CHECK(run.status == 0);

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include <ringgrad/parallel/socket.h>
+#include <ringgrad/parallel/store.h>
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -71,9 +71,9 @@ void send_raw(const net::Socket& s, const Raw& raw) {
 }
 
 // The server must close the connection, without answering, well before the deadline.
-#define CHECK_CLOSED_BY_SERVER(socket)                                                                   \
-  do {                                                                                                   \
-    uint8_t byte_ = 0;                                                                                   \
+#define CHECK_CLOSED_BY_SERVER(socket)                                                                        \
+  do {                                                                                                        \
+    uint8_t byte_ = 0;                                                                                        \
     CHECK_ERROR((socket).recv_all(&byte_, 1, net::deadline_in(1000ms), "raw test client"), "closed by peer"); \
   } while (false)
 
@@ -382,7 +382,7 @@ TEST_CASE("TCPStore: clients that vanish mid-request or while waiting do not dis
     send_raw(partial, Raw().u8(Raw::kSet).u32(1).u32(4).text("la"));
     TCPStore gone(client_options(server));
     gone.set("from-gone", "1");
-  }  // all three close here
+  }                                   // all three close here
   std::this_thread::sleep_for(20ms);  // let the server see the closes before the key is set
   TCPStore client(client_options(server));
   client.set("late", "value");  // wakes no one: the waiter is gone
@@ -504,9 +504,9 @@ TEST_CASE("TCPStore: a client that sends its requests and half-closes still gets
   ::shutdown(s.fd(), SHUT_WR);
   uint8_t reply[3] = {0xff, 0xff, 0xff};
   s.recv_all(reply, sizeof reply, net::deadline_in(1000ms), "raw test client");
-  CHECK(reply[0] == 0);  // set: ok
-  CHECK(reply[1] == 0);  // check: ok ...
-  CHECK(reply[2] == 1);  // ... and the key exists
+  CHECK(reply[0] == 0);       // set: ok
+  CHECK(reply[1] == 0);       // check: ok ...
+  CHECK(reply[2] == 1);       // ... and the key exists
   CHECK_CLOSED_BY_SERVER(s);  // then the server closes, not waiting for more
   TCPStore client(client_options(server));
   CHECK(client.get_string("k") == "v");

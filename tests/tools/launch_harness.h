@@ -48,9 +48,10 @@ inline double ms_since(Clock::time_point start) {
 // and without the variables by which a launcher tells a process it is a rank (the tests may run
 // under srun or mpirun themselves), plus `extra` ("NAME=value" entries).
 inline std::vector<std::string> test_environment(const std::vector<std::string>& extra) {
-  static const char* const kDropped[] = {"RINGGRAD_JOB_TOKEN", "RINGGRAD_LAUNCHER", "RANK", "WORLD_SIZE",
-                                         "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                                         "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"};
+  static const char* const kDropped[] = {
+      "RINGGRAD_JOB_TOKEN",   "RINGGRAD_LAUNCHER",    "RANK",     "WORLD_SIZE", "TORCHELASTIC_RUN_ID",
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",   "SLURM_PROCID",
+      "SLURM_NTASKS"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;

@@ -112,9 +112,11 @@ TEST_CASE("bench launch: under Open MPI, MPICH, Intel MPI or srun, the benchmark
       {{"SLURM_PROCID=1", "SLURM_NTASKS=4"}, "", 1},  // a rank, but not rank 0: it says nothing
       // init_process_group reads Open MPI's numbers before Slurm's (srun running mpirun).
       {{"SLURM_PROCID=3", "SLURM_NTASKS=4", "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"},
-       "running as rank 0 of 2 of the job Open MPI's mpirun started\n", 1},
+       "running as rank 0 of 2 of the job Open MPI's mpirun started\n",
+       1},
       {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=none"},
-       "running as rank 0 of 2 of the job torchrun started\n", 1},
+       "running as rank 0 of 2 of the job torchrun started\n",
+       1},
       // A salloc shell: Slurm's job, but no task of it. One task, or one MPI process: start the ranks.
       {{"SLURM_NTASKS=4"}, "starting 2 ranks\n", 2},
       {{"SLURM_PROCID=0", "SLURM_NTASKS=1"}, "starting 2 ranks\n", 2},

@@ -69,8 +69,8 @@ TEST_CASE("ringrun: a job gets a fresh 32-hex-digit token unless it inherits one
 }
 
 TEST_CASE("ringrun: every output line carries its rank and stays on its stream", "[ringrun]") {
-  const Result r = run_ringrun(with_probe(
-      {"--nproc-per-node", "2"}, {"out", "first\nsecond", "err", "oops", "partial", "no newline at the end"}));
+  const Result r = run_ringrun(with_probe({"--nproc-per-node", "2"},
+                                          {"out", "first\nsecond", "err", "oops", "partial", "no newline at the end"}));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.exit_code == 0);
   for (const std::string& line : lines_of(r.out)) CHECK(std::regex_match(line, std::regex(R"(\[rank [01]\] .*)")));
@@ -94,8 +94,8 @@ TEST_CASE("ringrun: a program found on PATH is started", "[ringrun]") {
 
 TEST_CASE("ringrun: a rank exiting with status 3 stops the others and is named", "[ringrun]") {
   // Rank 1 waits a little so every rank has printed its pid; the others would sleep for 20 s.
-  const Result r = run_ringrun(
-      with_probe({"--nproc-per-node", "3"}, {"sleep@1", "300", "exit@1", "3", "sleep", "20000"}));
+  const Result r =
+      run_ringrun(with_probe({"--nproc-per-node", "3"}, {"sleep@1", "300", "exit@1", "3", "sleep", "20000"}));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.exit_code == 3);
   CHECK(std::regex_search(r.err, std::regex(R"(ringrun: rank 1 \(pid \d+\) exited with status 3)")));
@@ -106,8 +106,8 @@ TEST_CASE("ringrun: a rank exiting with status 3 stops the others and is named",
 }
 
 TEST_CASE("ringrun: stopping a job also stops the processes its ranks started", "[ringrun]") {
-  const Result r = run_ringrun(
-      with_probe({"--nproc-per-node", "2"}, {"spawn-sleep@0", "20000", "sleep@1", "300", "exit@1", "5"}));
+  const Result r =
+      run_ringrun(with_probe({"--nproc-per-node", "2"}, {"spawn-sleep@0", "20000", "sleep@1", "300", "exit@1", "5"}));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.exit_code == 5);
   CHECK(r.elapsed_ms < 5000);
@@ -117,8 +117,8 @@ TEST_CASE("ringrun: stopping a job also stops the processes its ranks started", 
 }
 
 TEST_CASE("ringrun: a rank killed by SIGKILL is reported with its signal", "[ringrun]") {
-  const Result r = run_ringrun(
-      with_probe({"--nproc-per-node", "2"}, {"sleep@0", "300", "kill@0", "9", "sleep", "20000"}));
+  const Result r =
+      run_ringrun(with_probe({"--nproc-per-node", "2"}, {"sleep@0", "300", "kill@0", "9", "sleep", "20000"}));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.exit_code == 128 + 9);
   CHECK(std::regex_search(r.err, std::regex(R"(ringrun: rank 0 \(pid \d+\) was killed by signal 9)")));
@@ -280,7 +280,7 @@ TEST_CASE("ringrun: --timeout exports RINGGRAD_TIMEOUT to every rank", "[ringrun
   CHECK(longest.exit_code == 0);  // the library's own upper bound, 30 days
   std::smatch m;
   REQUIRE(std::regex_search(longest.out, m, std::regex(R"(\[rank 0\] timeout=(\S+)\n)")));
-  CHECK(std::stod(m[1].str()) == 2592000.0);  // written "2.592e+06": the shortest text that reads back
+  CHECK(std::stod(m[1].str()) == 2592000.0);         // written "2.592e+06": the shortest text that reads back
   if (std::getenv("RINGGRAD_TIMEOUT") == nullptr) {  // without the flag, the ranks keep the library's
     const Result plain = run_ringrun({"sh", "-c", "echo timeout=${RINGGRAD_TIMEOUT-unset}"});
     CHECK(plain.out.find("[rank 0] timeout=unset\n") != std::string::npos);
@@ -289,8 +289,8 @@ TEST_CASE("ringrun: --timeout exports RINGGRAD_TIMEOUT to every rank", "[ringrun
 
 TEST_CASE("ringrun: a stopped rank is stopped with the job at once, not after the grace period", "[ringrun]") {
   // Rank 1 stops itself (SIGSTOP): it cannot act on SIGTERM until it is continued, which ringrun does.
-  const Result r = run_ringrun(with_probe({"--nproc-per-node", "2", "--grace-ms", "20000"},
-                                          {"kill@1", "19", "sleep@0", "300", "exit@0", "3"}));
+  const Result r = run_ringrun(
+      with_probe({"--nproc-per-node", "2", "--grace-ms", "20000"}, {"kill@1", "19", "sleep@0", "300", "exit@0", "3"}));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.exit_code == 3);
   CHECK(std::regex_search(r.err, std::regex(R"(ringrun: rank 0 \(pid \d+\) exited with status 3)")));

@@ -154,7 +154,7 @@ class SignalScope {
 
  private:
   int read_fd_ = -1;
-  struct sigaction saved_[kHandledCount]{};
+  struct sigaction saved_[kHandledCount] {};
   struct sigaction saved_chld_ {};
   struct sigaction saved_pipe_ {};
   sigset_t caller_mask_{};

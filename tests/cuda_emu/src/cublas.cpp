@@ -21,7 +21,8 @@ namespace {
 
 bool device_matrix(const float* p, int rows, int cols, int ld, long long stride, int batch) {
   if (rows == 0 || cols == 0 || batch == 0) return true;
-  const long long last = static_cast<long long>(cols - 1) * ld + (rows - 1) + static_cast<long long>(batch - 1) * stride;
+  const long long last =
+      static_cast<long long>(cols - 1) * ld + (rows - 1) + static_cast<long long>(batch - 1) * stride;
   cuda_emu::Region r;
   return p != nullptr && stride >= 0 && cuda_emu::find_region(p, static_cast<size_t>(last + 1) * sizeof(float), &r) &&
          r.device >= 0;
@@ -107,8 +108,9 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     cuda_emu::fail(cudaErrorInvalidResourceHandle, "cublasSgemm: the handle's stream is not one of the current device");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
-  if (!device_matrix(c, m, n, ldc, stride_c, batch) || (k > 0 && (!device_matrix(a, a_rows, a_cols, lda, stride_a, batch) ||
-                                                                 !device_matrix(b, b_rows, b_cols, ldb, stride_b, batch)))) {
+  if (!device_matrix(c, m, n, ldc, stride_c, batch) ||
+      (k > 0 && (!device_matrix(a, a_rows, a_cols, lda, stride_a, batch) ||
+                 !device_matrix(b, b_rows, b_cols, ldb, stride_b, batch)))) {
     cuda_emu::fail(cudaErrorIllegalAddress, "cublasSgemm: a matrix is not wholly inside device memory");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }

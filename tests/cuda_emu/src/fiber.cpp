@@ -134,12 +134,12 @@ void Fiber::start(Stack* stack, Body body, void* arg) {
   auto top = (reinterpret_cast<uintptr_t>(stack->bottom()) + stack->size()) & ~uintptr_t{15};
   auto* slot = reinterpret_cast<uint64_t*>(top - 24);
   slot[0] = reinterpret_cast<uint64_t>(&cuda_emu_fiber_entry);
-  slot[-1] = 0;                                           // rbp
-  slot[-2] = 0;                                           // rbx
-  slot[-3] = reinterpret_cast<uint64_t>(this);            // r12
-  slot[-4] = reinterpret_cast<uint64_t>(&Fiber::entry);   // r13
-  slot[-5] = 0;                                           // r14
-  slot[-6] = 0;                                           // r15
+  slot[-1] = 0;                                            // rbp
+  slot[-2] = 0;                                            // rbx
+  slot[-3] = reinterpret_cast<uint64_t>(this);             // r12
+  slot[-4] = reinterpret_cast<uint64_t>(&Fiber::entry);    // r13
+  slot[-5] = 0;                                            // r14
+  slot[-6] = 0;                                            // r15
   slot[-7] = uint64_t{0x1f80} | (uint64_t{0x037f} << 32);  // MXCSR, x87 control word
   sp_ = &slot[-7];
 }

@@ -45,8 +45,8 @@ char locate(const void* p, size_t n) {
 cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* call) {
   if (n == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr)
-    return fail(cudaErrorInvalidValue, std::string(call) + " of " + std::to_string(n) + " bytes from " +
-                                           describe(src) + " to " + describe(dst));
+    return fail(cudaErrorInvalidValue, std::string(call) + " of " + std::to_string(n) + " bytes from " + describe(src) +
+                                           " to " + describe(dst));
   const char d = locate(dst, n), s = locate(src, n);
   if (d == 'x' || s == 'x')
     return fail(cudaErrorInvalidValue, std::string(call) + " of " + std::to_string(n) + " bytes runs past the end of " +
@@ -54,9 +54,8 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
   const char want_src = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost ? 'h' : 'd';
   const char want_dst = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost ? 'h' : 'd';
   if (kind != cudaMemcpyDefault && (s != want_src || d != want_dst))
-    return fail(cudaErrorInvalidValue, std::string(call) + ": the kind says " +
-                                           (want_src == 'd' ? "device" : "host") + " to " +
-                                           (want_dst == 'd' ? "device" : "host") + ", but it copies " +
+    return fail(cudaErrorInvalidValue, std::string(call) + ": the kind says " + (want_src == 'd' ? "device" : "host") +
+                                           " to " + (want_dst == 'd' ? "device" : "host") + ", but it copies " +
                                            describe(src) + " to " + describe(dst));
   std::memmove(dst, src, n);
   return cudaSuccess;
@@ -156,7 +155,8 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpy
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
   int device = 0;
-  if (!stream_device(stream, &device)) return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync on a stream that does not exist");
+  if (!stream_device(stream, &device))
+    return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync on a stream that does not exist");
   return checked_copy(dst, src, bytes, kind, "cudaMemcpyAsync");
 }
 

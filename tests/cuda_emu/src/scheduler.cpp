@@ -189,13 +189,12 @@ void try_complete(Block& b, Thread& t) {
     if (t.collective == Collective::Shuffle) {
       const int src = source_lane(l, lane);
       if ((t.mask >> src & 1u) == 0)
-        fault(b, l, std::string(collective_name(l)) + " with mask " + hex(t.mask) + " reads lane " +
-                        std::to_string(src) + ", which is not in the mask (its value is undefined)");
+        fault(b, l,
+              std::string(collective_name(l)) + " with mask " + hex(t.mask) + " reads lane " + std::to_string(src) +
+                  ", which is not in the mask (its value is undefined)");
       l.result = b.threads[static_cast<size_t>(base + src)].value;
     } else if (t.collective == Collective::Vote) {
-      l.result = t.vote_kind == Vote::Ballot ? ballot
-                 : t.vote_kind == Vote::Any  ? (ballot != 0)
-                                             : (ballot == t.mask);
+      l.result = t.vote_kind == Vote::Ballot ? ballot : t.vote_kind == Vote::Any ? (ballot != 0) : (ballot == t.mask);
     }
     l.state = State::Ready;
   }
@@ -209,8 +208,9 @@ void arrive_at_warp(Collective collective, unsigned mask) {
   t.mask = mask;
   t.state = State::AtWarp;
   if ((mask >> lane & 1u) == 0)
-    fault(b, t, std::string(collective_name(t)) + " with mask " + hex(mask) + " called by lane " +
-                    std::to_string(lane) + ", which is not in the mask");
+    fault(b, t,
+          std::string(collective_name(t)) + " with mask " + hex(mask) + " called by lane " + std::to_string(lane) +
+              ", which is not in the mask");
   try_complete(b, t);
   t.fiber.yield();
 }
@@ -230,8 +230,9 @@ std::string state_of(const Thread& t) {
     if (t.state == State::AtBarrier) {
       for (const Thread& o : b.threads)
         if (o.state != State::AtBarrier)
-          fault(b, t, std::string(t.waiting_at) + " is never reached by every thread of the block: thread " +
-                          coords(o.position.thread_idx) + " " + state_of(o));
+          fault(b, t,
+                std::string(t.waiting_at) + " is never reached by every thread of the block: thread " +
+                    coords(o.position.thread_idx) + " " + state_of(o));
     }
     if (t.state == State::AtWarp) {
       const int base = t.linear - t.linear % 32;
@@ -239,14 +240,15 @@ std::string state_of(const Thread& t) {
         if ((t.mask >> lane & 1u) == 0) continue;
         const int i = base + lane;
         if (i >= static_cast<int>(b.threads.size()))
-          fault(b, t, std::string(collective_name(t)) + " with mask " + hex(t.mask) + " names lane " +
-                          std::to_string(lane) + ", which does not exist (the block has " +
-                          std::to_string(b.threads.size()) + " threads)");
+          fault(b, t,
+                std::string(collective_name(t)) + " with mask " + hex(t.mask) + " names lane " + std::to_string(lane) +
+                    ", which does not exist (the block has " + std::to_string(b.threads.size()) + " threads)");
         const Thread& o = b.threads[static_cast<size_t>(i)];
         if (!same_collective(t, o))
-          fault(b, t, std::string(collective_name(t)) + " with mask " + hex(t.mask) +
-                          " is never reached by every lane of the mask: lane " + std::to_string(lane) + " (thread " +
-                          coords(o.position.thread_idx) + ") " + state_of(o));
+          fault(b, t,
+                std::string(collective_name(t)) + " with mask " + hex(t.mask) +
+                    " is never reached by every lane of the mask: lane " + std::to_string(lane) + " (thread " +
+                    coords(o.position.thread_idx) + ") " + state_of(o));
       }
     }
   }
@@ -295,8 +297,7 @@ bool valid_configuration(const Launch& l, std::string* why) {
     out << "a zero dimension";
   } else if (g.x > 2147483647u || g.y > 65535u || g.z > 65535u) {
     out << "grid " << g.x << 'x' << g.y << 'x' << g.z << " beyond (2^31-1)x65535x65535";
-  } else if (bd.x > 1024u || bd.y > 1024u || bd.z > 64u ||
-             static_cast<uint64_t>(bd.x) * bd.y * bd.z > 1024u) {
+  } else if (bd.x > 1024u || bd.y > 1024u || bd.z > 64u || static_cast<uint64_t>(bd.x) * bd.y * bd.z > 1024u) {
     out << "block " << bd.x << 'x' << bd.y << 'x' << bd.z << " beyond 1024 threads (or 1024x1024x64)";
   } else if (l.shared_bytes > 48 * 1024) {
     out << "dynamic shared memory of " << l.shared_bytes << " bytes beyond 48 KiB";
@@ -359,9 +360,9 @@ void run_grid(const Launch& l, void (*run_thread)(void*), void* closure) {
     return;
   }
   if (device != current_device()) {
-    fail(cudaErrorInvalidResourceHandle, "launch of '" + std::string(l.kernel) + "' on a stream of cuda:" +
-                                             std::to_string(device) + " while cuda:" +
-                                             std::to_string(current_device()) + " is current");
+    fail(cudaErrorInvalidResourceHandle, "launch of '" + std::string(l.kernel) +
+                                             "' on a stream of cuda:" + std::to_string(device) +
+                                             " while cuda:" + std::to_string(current_device()) + " is current");
     return;
   }
   const Schedule s = schedule();
@@ -394,8 +395,8 @@ void check_kernel_pointer(const Launch& l, int parameter, const void* ptr) {
           std::to_string(reinterpret_cast<uintptr_t>(ptr)) + "): an illegal address on a GPU");
   const int device = current_device();
   if (r.device >= 0 && r.device != device && !peer_access_enabled(device, r.device))
-    fatal(what + " points into the memory of cuda:" + std::to_string(r.device) + ", which cuda:" +
-          std::to_string(device) + " has no peer access to");
+    fatal(what + " points into the memory of cuda:" + std::to_string(r.device) +
+          ", which cuda:" + std::to_string(device) + " has no peer access to");
 }
 
 Schedule parse_schedule(const std::string& text) {
@@ -413,8 +414,8 @@ Schedule parse_schedule(const std::string& text) {
       return s;
     }
   }
-  throw std::invalid_argument("RINGGRAD_EMU_SCHEDULE: expected forward, reverse, random or random:SEED, got '" +
-                              text + "'");
+  throw std::invalid_argument("RINGGRAD_EMU_SCHEDULE: expected forward, reverse, random or random:SEED, got '" + text +
+                              "'");
 }
 
 std::string describe(const Schedule& s) {

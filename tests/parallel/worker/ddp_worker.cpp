@@ -55,8 +55,10 @@ double max_relative_difference(const nn::Module& a, const nn::Module& b) {
   double worst = 0;
   const auto pa = a.named_parameters(), pb = b.named_parameters();
   for (size_t i = 0; i < pa.size(); ++i) {
-    const auto va = pa[i].second.to(DType::f64).to_vector<double>(), vb = pb[i].second.to(DType::f64).to_vector<double>();
-    for (size_t j = 0; j < va.size(); ++j) worst = std::max(worst, std::abs(va[j] - vb[j]) / std::max(1.0, std::abs(vb[j])));
+    const auto va = pa[i].second.to(DType::f64).to_vector<double>(),
+               vb = pb[i].second.to(DType::f64).to_vector<double>();
+    for (size_t j = 0; j < va.size(); ++j)
+      worst = std::max(worst, std::abs(va[j] - vb[j]) / std::max(1.0, std::abs(vb[j])));
   }
   return worst;
 }
@@ -126,7 +128,8 @@ int accumulate(parallel::ProcessGroup& pg) {
   opt_ref.step();
 
   for (int64_t k = 0; k < micro; ++k) {
-    const Tensor x = xs[k].narrow(0, pg.rank() * per_rank, per_rank), y = ys[k].narrow(0, pg.rank() * per_rank, per_rank);
+    const Tensor x = xs[k].narrow(0, pg.rank() * per_rank, per_rank),
+                 y = ys[k].narrow(0, pg.rank() * per_rank, per_rank);
     // Each micro-batch's loss is scaled by 1/4, so the accumulated gradient is the mean over all.
     if (k < micro - 1) {
       auto guard = ddp.no_sync();
@@ -149,7 +152,9 @@ struct WithSpare : nn::Module {
     used = register_module("used", std::make_shared<nn::Linear>(kIn, kClasses));
     spare = register_module("spare", std::make_shared<nn::Linear>(kIn, kClasses));
   }
-  Tensor forward(const Tensor& x) override { return use_spare ? used->forward(x) + spare->forward(x) : used->forward(x); }
+  Tensor forward(const Tensor& x) override {
+    return use_spare ? used->forward(x) + spare->forward(x) : used->forward(x);
+  }
   std::shared_ptr<nn::Linear> used, spare;
   bool use_spare = false;
 };
@@ -173,7 +178,8 @@ int quiet_failures(parallel::ProcessGroup& pg) {
   const auto group = std::shared_ptr<parallel::ProcessGroup>(&pg, [](auto*) {});
   manual_seed(11);
   auto model = std::make_shared<WithSpare>();
-  parallel::DistributedDataParallel<WithSpare> ddp(model, group, parallel::DDPOptions().bucket_cap_mb(0).find_unused_parameters(true));
+  parallel::DistributedDataParallel<WithSpare> ddp(
+      model, group, parallel::DDPOptions().bucket_cap_mb(0).find_unused_parameters(true));
   const Tensor x = randn({4, kIn}, DType::f32, 20 + pg.rank());  // different data on every rank
   std::vector<int64_t> labels = {0, 1, 2, 3};
   const Tensor y = from_vector(labels, {4});
@@ -256,10 +262,11 @@ int overlap(parallel::ProcessGroup& pg) {
     if (step > 0 && t.buckets.size() >= 2 && t.buckets[0].comm_start < t.backward_end &&
         t.buckets[0].ready < t.backward_end)
       ++overlapped;
-    std::printf("rank %d step %d: %zu buckets, first all-reduce started %.0f us before backward ended, exposed %.0f us\n",
-                pg.rank(), step, t.buckets.size(),
-                std::chrono::duration<double, std::micro>(t.backward_end - t.buckets.at(0).comm_start).count(),
-                t.exposed_comm_us);
+    std::printf(
+        "rank %d step %d: %zu buckets, first all-reduce started %.0f us before backward ended, exposed %.0f us\n",
+        pg.rank(), step, t.buckets.size(),
+        std::chrono::duration<double, std::micro>(t.backward_end - t.buckets.at(0).comm_start).count(),
+        t.exposed_comm_us);
   }
   return overlapped >= 2 ? 0 : 1;
 }
@@ -308,7 +315,8 @@ int checkpoint(parallel::ProcessGroup& pg) {
   nn::load_model(path, *plain);
   const Tensor x = randn({6, kIn}, DType::f32, 1234);
   const bool same = plain->forward(x).to_vector<float>() == ddp.module()->forward(x).to_vector<float>();
-  std::printf("rank %d: plain model from rank 0's checkpoint predicts %s\n", pg.rank(), same ? "the same" : "differently");
+  std::printf("rank %d: plain model from rank 0's checkpoint predicts %s\n", pg.rank(),
+              same ? "the same" : "differently");
   return same ? 0 : 1;
 }
 
@@ -323,17 +331,27 @@ int main(int argc, char** argv) {
   }
   try {
     auto pg = parallel::init_process_group(
-        "ring", parallel::InitOptions().with_transport(arg("transport", "auto")).with_timeout(std::chrono::seconds(30)));
+        "ring",
+        parallel::InitOptions().with_transport(arg("transport", "auto")).with_timeout(std::chrono::seconds(30)));
     int rc = 2;
-    if (scenario == "train") rc = train(*pg);
-    else if (scenario == "accumulate") rc = accumulate(*pg);
-    else if (scenario == "unused") rc = unused(*pg);
-    else if (scenario == "overlap") rc = overlap(*pg);
-    else if (scenario == "mismatch") rc = mismatch(*pg);
-    else if (scenario == "die") rc = die(*pg);
-    else if (scenario == "checkpoint") rc = checkpoint(*pg);
-    else if (scenario == "quiet_failures") rc = quiet_failures(*pg);
-    else std::printf("unknown scenario '%s'\n", scenario.c_str());
+    if (scenario == "train")
+      rc = train(*pg);
+    else if (scenario == "accumulate")
+      rc = accumulate(*pg);
+    else if (scenario == "unused")
+      rc = unused(*pg);
+    else if (scenario == "overlap")
+      rc = overlap(*pg);
+    else if (scenario == "mismatch")
+      rc = mismatch(*pg);
+    else if (scenario == "die")
+      rc = die(*pg);
+    else if (scenario == "checkpoint")
+      rc = checkpoint(*pg);
+    else if (scenario == "quiet_failures")
+      rc = quiet_failures(*pg);
+    else
+      std::printf("unknown scenario '%s'\n", scenario.c_str());
     std::printf(rc == 0 ? "rank %d: ok\n" : "rank %d: failed\n", pg->rank());
     std::fflush(stdout);
     return rc;

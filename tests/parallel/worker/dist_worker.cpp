@@ -8,10 +8,10 @@
 // fault-injection tests expect from the survivors.
 #include <ringgrad/ringgrad.h>
 
-#include "parallel/rendezvous.h"
+#include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include <ringgrad/parallel/socket.h>
+#include <ringgrad/parallel/store.h>
 
 #include <signal.h>
 #include <unistd.h>
@@ -33,12 +33,12 @@ namespace {
 
 int g_failures = 0;
 
-#define EXPECT(cond, ...)                                                                       \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      ++g_failures;                                                                             \
+#define EXPECT(cond, ...)                                                                                          \
+  do {                                                                                                             \
+    if (!(cond)) {                                                                                                 \
+      ++g_failures;                                                                                                \
       if (g_failures < 20) std::printf("rank %d: FAILED %s: %s\n", rank, #cond, detail::str(__VA_ARGS__).c_str()); \
-    }                                                                                           \
+    }                                                                                                              \
   } while (false)
 
 uint16_t to_bf16(float f) {  // exact for the small integers used below
@@ -109,8 +109,9 @@ void collectives(parallel::ProcessGroup& pg) {
         Tensor t = filled(rank, n, dt);
         pg.all_reduce(t, op)->wait();
         for (int64_t i = 0; i < n; ++i)
-          EXPECT(close_enough(element(t, i), expected(op, world, i, dt), dt), "all_reduce ", parallel::reduce_op_name(op),
-                 " ", dt, " n=", n, " i=", i, ": got ", element(t, i), ", want ", expected(op, world, i, dt));
+          EXPECT(close_enough(element(t, i), expected(op, world, i, dt), dt), "all_reduce ",
+                 parallel::reduce_op_name(op), " ", dt, " n=", n, " i=", i, ": got ", element(t, i), ", want ",
+                 expected(op, world, i, dt));
       }
       for (int root = 0; root < world; ++root) {
         Tensor t = filled(rank, n, dt);
@@ -118,7 +119,8 @@ void collectives(parallel::ProcessGroup& pg) {
         for (int64_t i = 0; i < n; ++i)
           EXPECT(element(t, i) == value(root, i) || dt == DType::bf16, "broadcast root ", root, " n=", n, " i=", i);
         if (dt == DType::bf16)
-          for (int64_t i = 0; i < n; ++i) EXPECT(element(t, i) == from_bf16(to_bf16(static_cast<float>(value(root, i)))), "bf16 broadcast");
+          for (int64_t i = 0; i < n; ++i)
+            EXPECT(element(t, i) == from_bf16(to_bf16(static_cast<float>(value(root, i)))), "bf16 broadcast");
       }
       std::vector<Tensor> gathered;
       for (int r = 0; r < world; ++r) gathered.push_back(filled(world + 5, n, dt));  // anything but the answer
@@ -154,7 +156,9 @@ void determinism(parallel::ProcessGroup& pg) {
 
 // --- helpers of the fault scenarios ---
 
-std::string pid_file(int r) { return detail::str(std::getenv("PID_DIR") ? std::getenv("PID_DIR") : "/tmp", "/rank", r, ".pid"); }
+std::string pid_file(int r) {
+  return detail::str(std::getenv("PID_DIR") ? std::getenv("PID_DIR") : "/tmp", "/rank", r, ".pid");
+}
 
 void write_pid_file(int r) {
   const std::string path = pid_file(r);
@@ -223,7 +227,8 @@ int main(int argc, char** argv) {
     // VICTIM_RANK: the victim claims another rank's number.
     if (rank == victim && std::getenv("VICTIM_RANK")) ::setenv("RANK", std::getenv("VICTIM_RANK"), 1);
     // VICTIM_RUN_ID: the victim belongs to another torchrun job.
-    if (rank == victim && std::getenv("VICTIM_RUN_ID")) ::setenv("TORCHELASTIC_RUN_ID", std::getenv("VICTIM_RUN_ID"), 1);
+    if (rank == victim && std::getenv("VICTIM_RUN_ID"))
+      ::setenv("TORCHELASTIC_RUN_ID", std::getenv("VICTIM_RUN_ID"), 1);
     auto options = parallel::InitOptions().with_transport(transport);
     if (std::getenv("TIMEOUT_MS")) options.with_timeout(std::chrono::milliseconds(timeout_ms));
     const bool behind_intruder = scenario == "intruder" && rank == victim;
