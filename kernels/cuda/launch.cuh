@@ -25,7 +25,10 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
 #ifdef RINGGRAD_CUDA_EMU
   ::cuda_emu::launch(name, kernel, grid, block, shared_bytes, stream, std::forward<Args>(args)...);
 #else
-  kernel<<<grid, block, shared_bytes, stream> > >(std::forward<Args>(args)...);
+  // clang-format 14 reads a .cuh file as C++ and would split the launch chevrons.
+  // clang-format off
+  kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  // clang-format on
 #endif
   // A bad configuration or stream is reported here; a fault inside the kernel at the next
   // synchronisation (cudaStreamSynchronize, a blocking copy), as with any asynchronous launch.
