@@ -30,7 +30,7 @@
 
 #include "bench_launch.h"
 #include "bench_util.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 using namespace ringgrad;
 
@@ -156,8 +156,9 @@ int run_rank(const Options& o) {
     // A fresh group (and store, on the next port) per transport.
     const bool nccl = o.transports[k] == "nccl";  // one GPU per rank: cuda:LOCAL_RANK
     const parallel::InitOptions init = parallel::InitOptions()
-                                           .with_master(std::getenv("MASTER_ADDR"), base_port + static_cast<int>(k))
-                                           .with_transport(nccl ? "auto" : o.transports[k]);
+                                           .master_addr(std::getenv("MASTER_ADDR"))
+                                           .master_port(base_port + static_cast<int>(k))
+                                           .transport(nccl ? "auto" : o.transports[k]);
     auto pg = parallel::init_process_group(nccl ? "nccl" : "ring", init);
     const Device device = nccl ? Device::cuda(parallel::read_launch_info(init).local_rank) : Device::cpu();
     const std::vector<Row> rows = measure(*pg, o, device);

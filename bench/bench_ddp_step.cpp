@@ -31,7 +31,7 @@
 
 #include "bench_launch.h"
 #include "bench_util.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 using namespace ringgrad;
 
@@ -62,7 +62,7 @@ Options parse(int argc, char** argv) {
 }
 
 // Step times (ms) of one mode on this rank.
-std::vector<double> run_mode(parallel::DistributedDataParallel<nn::MLP>& ddp, optim::SGD& opt, const Tensor& x,
+std::vector<double> run_mode(parallel::DistributedDataParallel<nn::MLP>& ddp, nn::optim::SGD& opt, const Tensor& x,
                              const Tensor& y, const Options& o, bool sync) {
   std::vector<double> ms;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
@@ -92,7 +92,7 @@ bool run_rank(const Options& o, std::ostringstream& out) {
   manual_seed(0);
   auto model = std::make_shared<nn::MLP>(std::vector<int64_t>{784, 1024, 1024, 10});
   parallel::DistributedDataParallel<nn::MLP> ddp(model, pg);
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
   const Tensor x = randn({o.batch, 784}, DType::f32, 100 + pg->rank());
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < o.batch; ++i) labels.push_back((i * 7 + pg->rank()) % 10);
@@ -111,7 +111,7 @@ bool run_rank(const Options& o, std::ostringstream& out) {
   // The same model under a second wrapper whose .grad are views of the buckets (no copy back). Its
   // hooks and the first wrapper's coexist: a reducer acts only after its own wrapper's forward.
   parallel::DistributedDataParallel<nn::MLP> ddp_view(model, pg, parallel::DDPOptions().gradient_as_bucket_view(true));
-  optim::SGD opt_view(ddp_view.parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  nn::optim::SGD opt_view(ddp_view.parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
   pg->barrier()->wait();
   write_slowest("ddp-bucket_view", run_mode(ddp_view, opt_view, x, y, o, true));
   for (const std::string mode : {"ddp", "ddp-no_sync"}) {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 #ifndef RINGGRAD_BENCH_DIR
 #define RINGGRAD_BENCH_DIR "bench"

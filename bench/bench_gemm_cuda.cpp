@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 #include <ringgrad/kernels/backend.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/gemm.h"
@@ -200,22 +200,22 @@ int main(int argc, char** argv) {
       RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
       RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
 
-      rg::GemmArgs args;
+      rg::kernels::GemmArgs args;
       args.m = s.m, args.n = s.n, args.k = s.k;
       args.lda = a_cols, args.ldb = b_cols, args.ldc = s.n;
       args.trans_a = s.trans_a, args.trans_b = s.trans_b;
       args.a = da.p, args.b = db.p;
-      rg::GemmArgs args_native = args, args_native1 = args, args_cublas = args;
+      rg::kernels::GemmArgs args_native = args, args_native1 = args, args_cublas = args;
       args_native.c = dc_native.p, args_native1.c = dc_native1.p, args_cublas.c = dc_cublas.p;
 
       const double ms_native =
-          run_native ? gpu_ms_per_call([&] { rg::cuda::gemm_f32(args_native, stream); }, stream, opt) : NAN;
+          run_native ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_f32(args_native, stream); }, stream, opt) : NAN;
       // The same kernel with one resident 128x128 block per SM: no register spills, half the warps
       // (kernels/cuda/gemm.cu, "Registers"); the default is the faster of the two once measured.
       const double ms_native1 =
-          run_native ? gpu_ms_per_call([&] { rg::cuda::gemm_f32(args_native1, stream, 1); }, stream, opt) : NAN;
+          run_native ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_f32(args_native1, stream, 1); }, stream, opt) : NAN;
       const double ms_cublas =
-          run_cublas ? gpu_ms_per_call([&] { rg::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt)
+          run_cublas ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt)
                      : NAN;
       std::vector<float> got_native(c_size), got_cublas(c_size);
       RINGGRAD_CUDA_CHECK(
@@ -236,9 +236,9 @@ int main(int argc, char** argv) {
       double cpu_gflops = NAN;
       if (run_cublas && flop <= opt.cpu_max_gflop * 1e9) {
         std::vector<float> host_c(c_size);
-        rg::GemmArgs host = args;
+        rg::kernels::GemmArgs host = args;
         host.a = a.data(), host.b = b.data(), host.c = host_c.data();
-        rg::Backend& cpu = rg::backend_for(rg::DeviceKind::CPU);
+        rg::kernels::Backend& cpu = rg::kernels::backend_for(rg::DeviceKind::CPU);
         const auto ns = bench::time_per_call([&] { cpu.gemm(host, nullptr); }, opt.quick ? 2 : 3, 0.2);
         cpu_gflops = flop / bench::median(ns);
         wrong += count_wrong(got_cublas, host_c, s.k);

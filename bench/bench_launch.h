@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/launcher.h"
+#include "tools/launch/launcher.h"
 
 namespace bench {
 

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 #ifndef RINGGRAD_BENCH_DIR
 #define RINGGRAD_BENCH_DIR "bench"
@@ -159,7 +159,7 @@ Run run_ringgrad(const Problem& p, int threads, int warmup, int steps) {
       layer->bias.copy_(rg::from_vector(p.biases[l], layer->bias.shape()));
     }
   }
-  rg::optim::SGD opt(model->parameters(), rg::optim::SGDOptions(kLr).momentum(kMomentum));
+  rg::nn::optim::SGD opt(model->parameters(), rg::nn::optim::SGDOptions(kLr).momentum(kMomentum));
   const rg::Tensor x = rg::from_vector(p.x, {kBatch, kSizes[0]});
   const rg::Tensor labels = rg::from_vector(p.labels, {kBatch});
 

@@ -18,7 +18,7 @@
 
 #include "bench_util.h"
 #include <ringgrad/nn/safetensors.h>
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 #ifndef RINGGRAD_BENCH_COMMIT
 #define RINGGRAD_BENCH_COMMIT "unknown"

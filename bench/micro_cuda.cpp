@@ -144,22 +144,22 @@ void bm_gemm(benchmark::State& state, GemmShape s, GemmImpl impl) {
   guarded(state, [&] {
     const std::vector<float> a = seeded_values(size_t(s.m * s.k), 1), b = seeded_values(size_t(s.k * s.n), 2);
     DeviceBuffer<float> da(a), db(b), dc(size_t(s.m * s.n)), dc_ref(size_t(s.m * s.n));
-    rg::GemmArgs args;
+    rg::kernels::GemmArgs args;
     args.m = s.m, args.n = s.n, args.k = s.k;
     args.a = da.p, args.lda = s.k;
     args.b = db.p, args.ldb = s.n;
     args.c = dc.p, args.ldc = s.n;
-    rg::GemmArgs ref_args = args;
+    rg::kernels::GemmArgs ref_args = args;
     ref_args.c = dc_ref.p;
     auto launch = [&] {
       if (impl == GemmImpl::Native)
-        rg::cuda::gemm_f32(args, g_stream);
+        rg::kernels::cuda::gemm_f32(args, g_stream);
       else
-        rg::cuda::gemm_cublas_f32(args, g_stream, g_cublas);
+        rg::kernels::cuda::gemm_cublas_f32(args, g_stream, g_cublas);
     };
     // Native against cuBLAS; cuBLAS itself against a few double-precision dot products.
     launch();
-    rg::cuda::gemm_cublas_f32(ref_args, g_stream, g_cublas);
+    rg::kernels::cuda::gemm_cublas_f32(ref_args, g_stream, g_cublas);
     const std::vector<float> got = dc.to_host(), want = dc_ref.to_host();
     const double tol = 1e-6 + 3e-7 * double(s.k);
     int64_t wrong = 0;
@@ -202,9 +202,9 @@ void bm_elementwise(benchmark::State& state, Elementwise op, int64_t n) {
     a.strides[0] = b.strides[0] = 1;
     auto launch = [&] {
       switch (op) {
-        case Elementwise::Add: rg::cuda::binary(rg::BinaryOp::Add, rg::DType::f32, a, b, dz.p, g_stream); break;
-        case Elementwise::Mul: rg::cuda::binary(rg::BinaryOp::Mul, rg::DType::f32, a, b, dz.p, g_stream); break;
-        case Elementwise::Relu: rg::cuda::unary(rg::UnaryOp::Relu, rg::DType::f32, dx.p, dz.p, n, 0.0, g_stream); break;
+        case Elementwise::Add: rg::kernels::cuda::binary(rg::kernels::BinaryOp::Add, rg::DType::f32, a, b, dz.p, g_stream); break;
+        case Elementwise::Mul: rg::kernels::cuda::binary(rg::kernels::BinaryOp::Mul, rg::DType::f32, a, b, dz.p, g_stream); break;
+        case Elementwise::Relu: rg::kernels::cuda::unary(rg::kernels::UnaryOp::Relu, rg::DType::f32, dx.p, dz.p, n, 0.0, g_stream); break;
         case Elementwise::Copy:
           RINGGRAD_CUDA_CHECK(
               cudaMemcpyAsync(dz.p, dx.p, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
@@ -242,11 +242,11 @@ void bm_xent(benchmark::State& state, int64_t rows, int64_t c, bool backward) {
     DeviceBuffer<int64_t> dlabels(labels);
     const double scale = 1.0 / double(rows);  // the mean reduction's backward
     auto forward = [&] {
-      rg::cuda::cross_entropy_forward(rg::DType::f32, dlogits_in.p, dlabels.p, dloss_rows.p, dprobs.p, rows, c, 0.0,
+      rg::kernels::cuda::cross_entropy_forward(rg::DType::f32, dlogits_in.p, dlabels.p, dloss_rows.p, dprobs.p, rows, c, 0.0,
                                       g_stream);
     };
     auto backward_launch = [&] {
-      rg::cuda::cross_entropy_backward(rg::DType::f32, dprobs.p, dlabels.p, ddloss.p, /*dloss_stride=*/0, scale,
+      rg::kernels::cuda::cross_entropy_backward(rg::DType::f32, dprobs.p, dlabels.p, ddloss.p, /*dloss_stride=*/0, scale,
                                        dgrad.p, rows, c, 0.0, g_stream);
     };
     forward();

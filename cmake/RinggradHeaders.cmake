@@ -23,7 +23,8 @@ list(FILTER RINGGRAD_PUBLIC_HEADERS EXCLUDE REGEX "^core/ops/")  # the op files'
 set(RINGGRAD_PRIVATE_HEADERS
   core/base/cuda_check.h       # needs the CUDA toolkit's headers, which a user need not have
   parallel/store_protocol.h    # the store's wire format, shared by its server and client only
-  parallel/store_server.h)     # the store's server, which only the client starts
+  parallel/store_server.h      # the store's server, which only the client starts
+  parallel/socket.h)           # TCP with deadlines, shared by the store, rendezvous and the ring
 list(REMOVE_ITEM RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_PRIVATE_HEADERS})
 list(SORT RINGGRAD_PUBLIC_HEADERS)
 

@@ -11,8 +11,8 @@
 namespace ringgrad {
 namespace {
 
-Backend& cuda_runtime(const char* call) {
-  Backend* backend = built_backend(DeviceKind::CUDA);
+kernels::Backend& cuda_runtime(const char* call) {
+  kernels::Backend* backend = kernels::built_backend(DeviceKind::CUDA);
   if (backend == nullptr) {
     throw Error(detail::str(call, ": no CUDA backend in this build (configure with -DRINGGRAD_CUDA=ON)"));
   }
@@ -24,13 +24,13 @@ Backend& cuda_runtime(const char* call) {
 // The backend's marker, plus the device it was taken on (every staging copy runs on that device).
 struct CudaReadyPoint {
   int device;
-  std::unique_ptr<ReadyPoint> point;
+  std::unique_ptr<kernels::ReadyPoint> point;
 };
 
-bool built_with_cuda() { return built_backend(DeviceKind::CUDA) != nullptr; }
+bool built_with_cuda() { return kernels::built_backend(DeviceKind::CUDA) != nullptr; }
 
 int cuda_device_count() {
-  Backend* backend = built_backend(DeviceKind::CUDA);
+  kernels::Backend* backend = kernels::built_backend(DeviceKind::CUDA);
   return backend == nullptr ? 0 : backend->device_count();
 }
 
@@ -38,7 +38,7 @@ void cuda_synchronize(int device) { cuda_runtime("cuda_synchronize").synchronize
 
 Stream cuda_stream(int device) {
   check_device(Device::cuda(device), "cuda_stream");
-  return backend_for(DeviceKind::CUDA, "cuda_stream").stream_for(device);
+  return kernels::backend_for(DeviceKind::CUDA, "cuda_stream").stream_for(device);
 }
 
 CudaDeviceGuard::CudaDeviceGuard(int device) {
@@ -62,7 +62,8 @@ void cuda_reset_peak_memory_stats(int device) {
 }
 
 void cuda_empty_cache() {
-  if (Backend* backend = built_backend(DeviceKind::CUDA)) backend->empty_cache();  // else nothing is cached
+  if (kernels::Backend* backend = kernels::built_backend(DeviceKind::CUDA))
+    backend->empty_cache();  // else nothing is cached
 }
 
 Allocator& cuda_pinned_allocator() { return cuda_runtime("cuda_pinned_allocator").pinned_allocator(); }

@@ -72,8 +72,8 @@ void DeviceWorker::loop() {
   t_worker_device = device_;
   if (device_.is_cpu()) {
     // The cores are shared by the logical CPU devices: give each worker its share.
-    const int cores = std::max(1u, std::thread::hardware_concurrency());
-    backend_for(DeviceKind::CPU).set_thread_count(std::max(1, cores / cpu_device_count()));
+    const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));  // a core count fits
+    kernels::backend_for(DeviceKind::CPU).set_thread_count(std::max(1, cores / cpu_device_count()));
   }
   for (;;) {
     std::function<void()> task;
@@ -122,7 +122,7 @@ void set_cpu_device_count(int count) {
 
 void set_num_threads(int threads) {
   RINGGRAD_CHECK(threads >= 1, "set_num_threads: expected at least 1 thread, got ", threads);
-  backend_for(DeviceKind::CPU).set_thread_count(threads);
+  kernels::backend_for(DeviceKind::CPU).set_thread_count(threads);
 }
 
 void check_device(Device device, const char* op) {
@@ -131,7 +131,7 @@ void check_device(Device device, const char* op) {
     RINGGRAD_CHECK(device.index >= 0 && device.index < k, op, ": expected a device in cpu:0..cpu:", k - 1,
                    " (RINGGRAD_CPU_DEVICES=", k, "), got ", device);
   } else {
-    backend_for(DeviceKind::CUDA, op);  // throws with a clear message when there is no CUDA backend or GPU
+    kernels::backend_for(DeviceKind::CUDA, op);  // throws with a clear message when there is no CUDA backend or GPU
     const int n = cuda_device_count();
     RINGGRAD_CHECK(device.index >= 0 && device.index < n, op, ": expected a device in cuda:0..cuda:", n - 1, " (", n,
                    n == 1 ? " GPU" : " GPUs", " visible), got ", device);

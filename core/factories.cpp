@@ -10,7 +10,7 @@ namespace ringgrad {
 namespace {
 
 Tensor finish(Tensor t, const TensorOptions& options) {
-  if (options.requires_grad_) t.requires_grad_(true);
+  if (options.requires_grad()) t.requires_grad_(true);
   return t;
 }
 
@@ -19,26 +19,26 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 Tensor empty(const Shape& shape, TensorOptions options) {
   // The byte count must fit in int64 before anything multiplies it out (a corrupt file's header
   // can ask for 2^32 x 2^32 elements).
-  int64_t nbytes = dtype_size(options.dtype_);
+  int64_t nbytes = dtype_size(options.dtype());
   for (int64_t s : shape) {
     RINGGRAD_CHECK(s >= 0, "empty: expected non-negative sizes, got ", shape);
-    RINGGRAD_CHECK(!__builtin_mul_overflow(nbytes, s, &nbytes), "empty: shape ", shape, " of ", options.dtype_,
+    RINGGRAD_CHECK(!__builtin_mul_overflow(nbytes, s, &nbytes), "empty: shape ", shape, " of ", options.dtype(),
                    " needs more bytes than fit in int64");
   }
-  check_device(options.device_, "empty");
+  check_device(options.device(), "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
-  impl->dtype = options.dtype_;
-  impl->device = options.device_;
-  impl->storage = std::make_shared<Storage>(options.device_, nbytes);
+  impl->dtype = options.dtype();
+  impl->device = options.device();
+  impl->storage = std::make_shared<Storage>(options.device(), nbytes);
   return finish(Tensor(std::move(impl)), options);
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  const bool requires = options.requires_grad_;
+  const bool requires = options.requires_grad();
   Tensor t = empty(shape, options.requires_grad(false));
-  backend_for(t.device().kind, "full").fill(t.dtype(), t.data(), t.numel(), value, ops::stream_of(t));
+  kernels::backend_for(t.device().kind, "full").fill(t.dtype(), t.data(), t.numel(), value, ops::stream_of(t));
   return finish(t, options.requires_grad(requires));
 }
 
@@ -54,7 +54,7 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
                  " has too many elements");
   const auto n = static_cast<int64_t>(count);
   Tensor t = empty({n}, options);
-  backend_for(t.device().kind, "arange").arange(t.dtype(), t.data(), n, start, step, ops::stream_of(t));
+  kernels::backend_for(t.device().kind, "arange").arange(t.dtype(), t.data(), n, start, step, ops::stream_of(t));
   return t;
 }
 
@@ -66,12 +66,13 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype
 
 namespace {
 
-Tensor random_tensor(const char* op, RandomKind kind, const Shape& shape, TensorOptions options, Generator& gen) {
-  RINGGRAD_CHECK(is_floating(options.dtype_), op, ": expected a floating dtype, got ", options.dtype_);
-  const bool requires = options.requires_grad_;
+Tensor random_tensor(const char* op, kernels::RandomKind kind, const Shape& shape, TensorOptions options,
+                     Generator& gen) {
+  RINGGRAD_CHECK(is_floating(options.dtype()), op, ": expected a floating dtype, got ", options.dtype());
+  const bool requires = options.requires_grad();
   Tensor t = empty(shape, options.requires_grad(false));
   const uint64_t offset = gen.reserve(static_cast<uint64_t>(t.numel()));
-  backend_for(t.device().kind, op)
+  kernels::backend_for(t.device().kind, op)
       .random(kind, t.dtype(), t.data(), t.numel(), gen.seed(), offset, /*a=*/0.0, /*b=*/1.0, ops::stream_of(t));
   return finish(t, options.requires_grad(requires));
 }
@@ -79,7 +80,7 @@ Tensor random_tensor(const char* op, RandomKind kind, const Shape& shape, Tensor
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions options, Generator& generator) {
-  return random_tensor("rand", RandomKind::Uniform, shape, options, generator);
+  return random_tensor("rand", kernels::RandomKind::Uniform, shape, options, generator);
 }
 Tensor rand(const Shape& shape, TensorOptions options, uint64_t seed) {
   Generator generator(seed);
@@ -88,7 +89,7 @@ Tensor rand(const Shape& shape, TensorOptions options, uint64_t seed) {
 Tensor rand(const Shape& shape, TensorOptions options) { return rand(shape, options, default_generator()); }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator& generator) {
-  return random_tensor("randn", RandomKind::Normal, shape, options, generator);
+  return random_tensor("randn", kernels::RandomKind::Normal, shape, options, generator);
 }
 Tensor randn(const Shape& shape, TensorOptions options, uint64_t seed) {
   Generator generator(seed);

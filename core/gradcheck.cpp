@@ -47,12 +47,13 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   // Analytic Jacobian, one backward per output element: row o holds d out[o] / d inputs.
   const Tensor out = fn(inputs);
   RINGGRAD_CHECK(out.dtype() == DType::f64, "gradcheck: expected fn to return float64, got ", out.dtype());
-  const int64_t n_out = out.numel();
+  // numel() is a count, never negative: size_t indexes the Jacobian's rows directly.
+  const auto n_out = static_cast<size_t>(out.numel());
   std::vector<std::vector<std::vector<double>>> analytic(inputs.size());  // [input][out][element]
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined() && inputs[i].requires_grad()) analytic[i].assign(n_out, {});
   if (out.requires_grad()) {
-    for (int64_t o = 0; o < n_out; ++o) {
+    for (size_t o = 0; o < n_out; ++o) {
       for (const Tensor& t : inputs)
         if (t.defined() && t.requires_grad()) t.set_grad(Tensor());
       std::vector<double> onehot(n_out, 0.0);
@@ -61,7 +62,8 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (analytic[i].empty()) continue;
         const Tensor g = inputs[i].grad();
-        analytic[i][o] = g.defined() ? g.to_vector<double>() : std::vector<double>(inputs[i].numel(), 0.0);
+        analytic[i][o] =
+            g.defined() ? g.to_vector<double>() : std::vector<double>(static_cast<size_t>(inputs[i].numel()), 0.0);
       }
     }
   }
@@ -76,25 +78,26 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     for (int64_t j = 0; j < t.numel(); ++j) {
       double* x = element(t, j);
       const double saved = *x;
-      *x = saved + options.eps;
+      *x = saved + options.eps();
       const std::vector<double> plus = evaluate(fn, inputs);
-      *x = saved - options.eps;
+      *x = saved - options.eps();
       const std::vector<double> minus = evaluate(fn, inputs);
       *x = saved;
-      for (int64_t o = 0; o < n_out; ++o) {
-        const double numeric = (plus[o] - minus[o]) / (2 * options.eps);
-        const double exact = analytic[i].empty() || analytic[i][o].empty() ? 0.0 : analytic[i][o][j];
-        if (std::fabs(exact - numeric) <= options.atol + options.rtol * std::fabs(numeric)) continue;
+      for (size_t o = 0; o < n_out; ++o) {
+        const double numeric = (plus[o] - minus[o]) / (2 * options.eps());
+        const double exact =
+            analytic[i].empty() || analytic[i][o].empty() ? 0.0 : analytic[i][o][static_cast<size_t>(j)];
+        if (std::fabs(exact - numeric) <= options.atol() + options.rtol() * std::fabs(numeric)) continue;
         result.ok = false;
-        if (failures++ < options.max_failures_reported)
+        if (failures++ < options.max_failures_reported())
           report << "  input " << i << " element " << j << ", output " << o << ": analytic " << exact << ", numeric "
                  << numeric << "\n";
       }
     }
     t.set_grad(Tensor());
   }
-  if (failures > options.max_failures_reported)
-    report << "  ... and " << failures - options.max_failures_reported << " more\n";
+  if (failures > options.max_failures_reported())
+    report << "  ... and " << failures - options.max_failures_reported() << " more\n";
   result.report = report.str();
   return result;
 }

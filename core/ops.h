@@ -1,11 +1,12 @@
-// core/ops.h: every differentiable operation, as a free function.
-//
-// Each op checks its arguments, runs the kernel of the input's device and, when grad mode is on and
-// an input requires grad, records the node that computes its backward. Forward and backward of an op
-// live side by side in one file under core/ops/ (the file is named after each group below).
-//
-// Shapes: binary ops broadcast as NumPy and PyTorch do (sizes are aligned from the right; a size of 1
-// stretches). Dtypes must match (no silent promotion); devices must match.
+/// @file
+/// core/ops.h: every differentiable operation, as a free function.
+///
+/// Each op checks its arguments, runs the kernel of the input's device and, when grad mode is on and
+/// an input requires grad, records the node that computes its backward. Forward and backward of an op
+/// live side by side in one file under core/ops/ (the file is named after each group below).
+///
+/// Shapes: binary ops broadcast as NumPy and PyTorch do (sizes are aligned from the right; a size of 1
+/// stretches). Dtypes must match (no silent promotion); devices must match.
 #pragma once
 
 #include <utility>
@@ -18,94 +19,113 @@
 namespace ringgrad {
 
 // --- binary.cpp: broadcasting arithmetic -----------------------------------------------------------
+/// a + b, elementwise with broadcasting (PyTorch's rules); a and b on one device, of one dtype.
 Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-// Shape that a and b broadcast to; throws naming `op` when they do not.
+Tensor sub(const Tensor& a, const Tensor& b);  ///< a - b, broadcasting as add
+Tensor mul(const Tensor& a, const Tensor& b);  ///< a * b, broadcasting as add
+Tensor div(const Tensor& a, const Tensor& b);  ///< a / b, broadcasting as add
+/// Shape that a and b broadcast to; throws naming `op` when they do not.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
-// Sums a gradient of a broadcast shape back down to `shape` (the backward of broadcasting).
+/// Sums a gradient of a broadcast shape back down to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
 // --- unary.cpp: elementwise functions and scalar arithmetic -----------------------------------------
-Tensor neg(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor pow(const Tensor& x, double exponent);
-Tensor relu(const Tensor& x);
-enum class GeluApproximate { None, Tanh };  // None: exact, with erf
+Tensor neg(const Tensor& x);                   ///< -x
+Tensor exp(const Tensor& x);                   ///< e^x
+Tensor log(const Tensor& x);                   ///< natural logarithm
+Tensor sqrt(const Tensor& x);                  ///< square root
+Tensor pow(const Tensor& x, double exponent);  ///< x^exponent
+Tensor relu(const Tensor& x);                  ///< max(x, 0)
+/// Which GELU gelu() computes, as PyTorch's `approximate` argument ("none" or "tanh"): None is the
+/// exact one, with erf.
+enum class GeluApproximate { None, Tanh };
+/// x Phi(x), Phi the standard normal CDF; with GeluApproximate::Tanh, its tanh approximation.
 Tensor gelu(const Tensor& x, GeluApproximate approximate = GeluApproximate::None);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor silu(const Tensor& x);  // x * sigmoid(x), also called swish
-Tensor add(const Tensor& x, double s);
-Tensor mul(const Tensor& x, double s);
-Tensor rdiv(double s, const Tensor& x);  // s / x
+Tensor tanh(const Tensor& x);            ///< hyperbolic tangent
+Tensor sigmoid(const Tensor& x);         ///< 1 / (1 + e^-x)
+Tensor silu(const Tensor& x);            ///< x * sigmoid(x), also called swish
+Tensor add(const Tensor& x, double s);   ///< x + s
+Tensor mul(const Tensor& x, double s);   ///< x * s
+Tensor rdiv(double s, const Tensor& x);  ///< s / x
 
 // --- reduce.cpp: reductions -----------------------------------------------------------------------
-Tensor sum(const Tensor& x);  // all elements -> 0-d tensor
+Tensor sum(const Tensor& x);  ///< all elements -> 0-d tensor
+/// Sum over `dims` (negative dims count from the end; a repeated dim throws); `keepdim` keeps them
+/// with size 1.
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
-Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x);  ///< mean of all elements -> 0-d tensor (NaN when empty, as PyTorch)
+/// Mean over `dims`, as sum(x, dims, keepdim) divided by the count. Floating x only.
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
-// Maximum over one dimension: values (differentiable; the gradient goes to the first maximum) and
-// the int64 indices of those maxima.
+/// Maximum over one dimension: values (differentiable; the gradient goes to the first maximum) and
+/// the int64 indices of those maxima.
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+/// The int64 indices of max(x, dim, keepdim) (never recorded).
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // --- matmul.cpp: matrix products --------------------------------------------------------------------
-// (M, K) @ (K, N), (B, M, K) @ (B, K, N), and (B, M, K) @ (K, N). Transposed views are passed to the
-// GEMM as flags, not copied.
+/// (M, K) @ (K, N), (B, M, K) @ (B, K, N), and (B, M, K) @ (K, N). Transposed views are passed to the
+/// GEMM as flags, not copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// y = x W^T + b for x (..., in), W (out, in), b (out) or undefined: PyTorch's nn.functional.linear.
+/// y = x W^T + b for x (..., in), W (out, in), b (out) or undefined: PyTorch's nn.functional.linear.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-// linear followed by an activation. With Activation::Relu the bias and the ReLU run in the GEMM's
-// epilogue (one pass over y instead of three) and the backward reads the ReLU mask from y;
-// GeluTanh is applied as a separate gelu() op, whose backward needs the pre-activation.
+/// linear followed by an activation. With Activation::Relu the bias and the ReLU run in the GEMM's
+/// epilogue (one pass over y instead of three) and the backward reads the ReLU mask from y;
+/// GeluTanh is applied as a separate gelu() op, whose backward needs the pre-activation.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Activation activation);
 
 // --- shape.cpp: joining and splitting ----------------------------------------------------------------
+/// Joins a non-empty list of tensors along an existing dim; they must match in every other dim.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// Joins a non-empty list of tensors of one shape along a new dim inserted at `dim`.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // last piece may be smaller
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  ///< last piece may be smaller
+/// Views of at most `chunks` pieces of ceil(n / chunks) along `dim`, as PyTorch (there may be fewer).
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
 // --- softmax.cpp -------------------------------------------------------------------------------------
-Tensor softmax(const Tensor& x, int64_t dim);
-Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor softmax(const Tensor& x, int64_t dim);      ///< e^x / sum(e^x) along `dim`
+Tensor log_softmax(const Tensor& x, int64_t dim);  ///< log(softmax(x, dim)), computed stably
 
 // --- layernorm.cpp ---------------------------------------------------------------------------------
-// Normalises over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, var biased (as PyTorch).
-// weight and bias are (C) or undefined.
+/// Normalises over the last dim: (x - mean) / sqrt(var + eps) * weight + bias, var biased (as PyTorch).
+/// weight and bias are (C) or undefined.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // --- loss.cpp ----------------------------------------------------------------------------------------
+/// How a loss combines its per-sample values: not at all, their mean, or their sum.
 enum class Reduction { None, Mean, Sum };
-// Fused log_softmax + negative log-likelihood: logits (N, C), labels int64 (N) in [0, C).
+/// Fused log_softmax + negative log-likelihood: logits (N, C), labels int64 (N) in [0, C).
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduction = Reduction::Mean,
                      double label_smoothing = 0.0);
+/// (input - target)^2 elementwise, reduced; target must have input's shape.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 // --- dropout.cpp -------------------------------------------------------------------------------------
-// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
+///@{
+/// Zeroes each element with probability p and scales the rest by 1/(1-p); identity when !training.
+/// The mask comes from `generator`, or from the default generator.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& generator);
 Tensor dropout(const Tensor& x, double p, bool training = true);
+///@}
 
 // --- optim.cpp: fused optimizer steps, in place and never recorded by autograd ----------------------
-// One pass over a dense parameter and its gradient, exactly PyTorch 1.13's single-tensor rules, in
-// the parameter's dtype (nn/optim's SGD and Adam/AdamW are built on these; so can an optimizer
-// written outside ringgrad). `op` names the caller in errors ("SGD.step"). Each checks that param is
-// a dense float tensor and that grad and every state tensor has param's shape, dtype and device;
-// state tensors must be dense too. momentum_buffer may be undefined only when args.momentum == 0.
+/// One SGD step over a dense parameter and its gradient, exactly PyTorch 1.13's single-tensor rule,
+/// in the parameter's dtype (nn/optim's SGD is built on it; so can an optimizer written outside
+/// ringgrad). `op` names the caller in errors ("SGD.step"). Checks that param is a dense float tensor
+/// and that grad and momentum_buffer have param's shape, dtype and device (momentum_buffer dense too);
+/// momentum_buffer may be undefined only when args.momentum == 0.
 void sgd_step_(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStepArgs& args,
                const char* op = "sgd_step_");
+/// One Adam/AdamW step, as sgd_step_ (same checks; exp_avg and exp_avg_sq are the moments).
 void adam_step_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const AdamStepArgs& args, const char* op = "adam_step_");
-// x *= s in the memory x views (dense float x), never recorded: whoever else holds that memory --
-// a DDP bucket a gradient is a view of -- sees the change. What clip_grad_norm_ scales with.
+/// x *= s in the memory x views (dense float x), never recorded: whoever else holds that memory --
+/// a DDP bucket a gradient is a view of -- sees the change. What clip_grad_norm_ scales with.
 void mul_(const Tensor& x, double s, const char* op = "mul_");
 
 // --- operators ---------------------------------------------------------------------------------------
+///@{
+/// The arithmetic operators, spelled as the ops above (add, sub, mul, div, neg, rdiv).
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -119,5 +139,6 @@ inline Tensor operator*(const Tensor& x, double s) { return mul(x, s); }
 inline Tensor operator*(double s, const Tensor& x) { return mul(x, s); }
 inline Tensor operator/(const Tensor& x, double s) { return mul(x, 1.0 / s); }
 inline Tensor operator/(double s, const Tensor& x) { return rdiv(s, x); }
+///@}
 
 }  // namespace ringgrad

@@ -39,12 +39,12 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shap
   const int64_t n = shape[dim];
   for (int64_t i = 0; i < n; ++i) {
     if (summarize && n > 2 * kEdgeItems && i == kEdgeItems) {
-      os << (dim + 1 == shape.size() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      os << (dim + 1 == shape.size() ? "..., " : "...,\n" + std::string(static_cast<size_t>(indent + 1), ' '));
       i = n - kEdgeItems;
     }
     if (dim + 1 == shape.size()) {
-      std::string s = f.format(v[base + i]);
-      os << std::string(std::max<int>(0, f.width - static_cast<int>(s.size())), ' ') << s;
+      std::string s = f.format(v[static_cast<size_t>(base + i)]);
+      os << std::string(static_cast<size_t>(std::max<int>(0, f.width - static_cast<int>(s.size()))), ' ') << s;
     } else {
       print_rec(os, v, shape, dim + 1, base + i * strides[dim], summarize, f, indent + 1);
     }
@@ -53,7 +53,8 @@ void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shap
       if (dim + 1 == shape.size())
         os << ' ';
       else
-        os << std::string(shape.size() - dim - 1, '\n') << std::string(indent + 1, ' ');
+        os << std::string(static_cast<size_t>(shape.size() - dim - 1), '\n')
+           << std::string(static_cast<size_t>(indent + 1), ' ');
     }
   }
   os << ']';

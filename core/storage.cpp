@@ -9,7 +9,7 @@ namespace ringgrad {
 Allocator& allocator_for(DeviceKind kind) {
   Allocator* a = installed_allocator(kind);
   if (a == nullptr && kind == DeviceKind::CUDA) {
-    backend_for(kind, "allocator_for");  // installs the caching allocator, or says why there is no CUDA
+    kernels::backend_for(kind, "allocator_for");  // installs the caching allocator, or says why there is no CUDA
     a = installed_allocator(kind);
   }
   RINGGRAD_CHECK(a != nullptr, "allocator_for: no allocator for ", kind == DeviceKind::CUDA ? "cuda" : "cpu",

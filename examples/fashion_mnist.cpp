@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "progress.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 using namespace ringgrad;
 
@@ -77,7 +77,7 @@ void add_flags(cli::FlagParser& flags, Args& a) {
   flags.add_int("--seed", &a.seed, "seed of the weights, dropout and data order");
   flags.add_string("--save", &a.save, "write a training checkpoint here after every epoch").metavar("PATH");
   flags.add_string("--resume", &a.resume, "continue the run saved in this checkpoint, with its flags").metavar("PATH");
-  flags.add_string("--data", &a.data_dir, "folder of the Fashion-MNIST files", data::FashionMNIST::default_dir())
+  flags.add_string("--data", &a.data_dir, "folder of the Fashion-MNIST files", nn::data::FashionMNIST::default_dir())
       .metavar("DIR");
   flags.add_double("--target", &a.target, "exit 1 unless the test accuracy reaches this fraction; 0: no check", 0.0,
                    1.0);
@@ -143,12 +143,12 @@ struct Classifier : nn::Cloneable<Classifier> {
 };
 
 // Fraction of correct predictions over a whole split, in eval mode and without recording a graph.
-double evaluate(Classifier& model, data::DataLoader& loader, Device device) {
+double evaluate(Classifier& model, nn::data::DataLoader& loader, Device device) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, seen = 0;
   loader.set_epoch(0);
-  data::Batch batch;
+  nn::data::Batch batch;
   while (loader.next(batch)) {
     const Tensor predicted = argmax(model.forward(batch.x.to(device)), 1).to(Device::cpu());
     const Tensor labels = batch.y;
@@ -220,15 +220,16 @@ int main(int argc, char** argv) {
 
     // Pixel statistics of the training set, as everyone normalises Fashion-MNIST.
     constexpr double kMean = 0.2860, kStd = 0.3530;
-    const data::FashionMNIST train_set(data::Split::Train, args.data_dir);
-    const data::FashionMNIST test_set(data::Split::Test, args.data_dir);
-    data::DataLoaderOptions train_options =
-        data::DataLoaderOptions().batch_size(args.batch_size / world).seed(args.seed).normalize(kMean, kStd);
+    const nn::data::FashionMNIST train_set(nn::data::Split::Train, args.data_dir);
+    const nn::data::FashionMNIST test_set(nn::data::Split::Test, args.data_dir);
+    nn::data::DataLoaderOptions train_options =
+        nn::data::DataLoaderOptions().batch_size(args.batch_size / world).seed(args.seed).normalize(kMean, kStd);
     if (pg)  // each rank its own shard of every epoch, reshuffled per epoch the same way on every rank
-      train_options.sampler(std::make_shared<data::DistributedSampler>(
-          train_set.size(), world, rank, data::DistributedSamplerOptions().seed(args.seed)));
-    data::DataLoader train(train_set, train_options);
-    data::DataLoader test(test_set, data::DataLoaderOptions().batch_size(1000).shuffle(false).normalize(kMean, kStd));
+      train_options.sampler(std::make_shared<nn::data::DistributedSampler>(
+          train_set.size(), world, rank, nn::data::DistributedSamplerOptions().seed(args.seed)));
+    nn::data::DataLoader train(train_set, train_options);
+    nn::data::DataLoader test(test_set,
+                              nn::data::DataLoaderOptions().batch_size(1000).shuffle(false).normalize(kMean, kStd));
 
     auto model = std::make_shared<Classifier>(args.hidden, /*dropout_p=*/0.2);
     model->to(device);
@@ -238,12 +239,13 @@ int main(int argc, char** argv) {
     // DDP holds the model the same way: ddp->module() is `model`. Construction broadcasts rank 0's weights.
     std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
     if (pg) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(model, pg);
-    std::unique_ptr<optim::Optimizer> opt;
+    std::unique_ptr<nn::optim::Optimizer> opt;
     if (args.optimizer == "sgd")
-      opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(args.lr).momentum(0.9).nesterov(true));
+      opt = std::make_unique<nn::optim::SGD>(model->parameters(),
+                                             nn::optim::SGDOptions(args.lr).momentum(0.9).nesterov(true));
     else
-      opt = std::make_unique<optim::AdamW>(model->parameters(), optim::AdamWOptions(args.lr));
-    optim::CosineAnnealingLR schedule(*opt, args.epochs);
+      opt = std::make_unique<nn::optim::AdamW>(model->parameters(), nn::optim::AdamWOptions(args.lr));
+    nn::optim::CosineAnnealingLR schedule(*opt, args.epochs);
     nn::CrossEntropyLoss criterion(nn::CrossEntropyLossOptions().label_smoothing(0.1));
 
     int64_t first_epoch = 0;
@@ -276,7 +278,7 @@ int main(int argc, char** argv) {
       train.set_epoch(epoch);
       double loss_sum = 0;
       int64_t correct = 0, seen = 0, batches = 0;
-      data::Batch batch;
+      nn::data::Batch batch;
       progress.start("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(args.epochs), train.num_batches());
       while (train.next(batch)) {
         const Tensor x = batch.x.to(device), y = batch.y.to(device);

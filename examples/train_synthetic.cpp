@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 using namespace ringgrad;
 

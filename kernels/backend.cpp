@@ -9,6 +9,7 @@
 #endif
 
 namespace ringgrad {
+namespace kernels {
 
 Backend& backend_for(DeviceKind kind, const char* op) {
   if (kind == DeviceKind::CPU) return cpu_backend();
@@ -49,4 +50,5 @@ void Backend::copy_from_pinned(int, const ReadyPoint&, const void*, void*, int64
   no_runtime(*this, "copy_from_pinned");
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

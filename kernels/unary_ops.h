@@ -1,36 +1,41 @@
-// kernels/unary_ops.h: the table of elementwise unary ops -- one functor per op holding its forward,
-// its backward, what the backward reads and its names -- and the enum UnaryOp made from that table.
-//
-// Every user of a unary op reads it from here: the CPU loop (kernels/cpu/unary.cpp), the CUDA kernel
-// (kernels/cuda/unary.cu) and the autograd op (core/ops/unary.cpp) each hold one generic loop, kernel
-// or node and call visit_unary() to reach the functor, so no file but this one switches on the op.
-// Adding an op is one functor below plus one line in RINGGRAD_UNARY_OPS (docs/kernels.md walks
-// through SiLU).
-//
-// A functor F has
-//   static T F::forward(T x, T alpha)           y = f(x); `alpha` is the scalar of scalar ops
-//   static T F::backward(T saved, T dy, T alpha) dx = dy * f'(.), `saved` being x or y as F::saved says
-//   static constexpr Saved saved                 X, Y or None: whichever makes the derivative cheapest
-//   static constexpr const char* name            the op in error messages ("gelu")
-//   static constexpr const char* backward_name   its autograd node ("GeluBackward")
-// T is the arithmetic type: float or double (bfloat16 is computed in float by the CUDA kernel). The
-// formulas are written once for both backends, so CPU and GPU evaluate the same expression in the same
-// order; they differ only where libm and CUDA's math library round a transcendental differently.
+/// @file
+/// kernels/unary_ops.h: the table of elementwise unary ops -- one functor per op holding its forward,
+/// its backward, what the backward reads and its names -- and the enum UnaryOp made from that table.
+///
+/// Every user of a unary op reads it from here: the CPU loop (kernels/cpu/unary.cpp), the CUDA kernel
+/// (kernels/cuda/unary.cu) and the autograd op (core/ops/unary.cpp) each hold one generic loop, kernel
+/// or node and call visit_unary() to reach the functor, so no file but this one switches on the op.
+/// Adding an op is one functor below plus one line in RINGGRAD_UNARY_OPS (docs/kernels.md walks
+/// through SiLU).
+///
+/// A functor F has
+/// @code
+///   static T F::forward(T x, T alpha)           y = f(x); `alpha` is the scalar of scalar ops
+///   static T F::backward(T saved, T dy, T alpha) dx = dy * f'(.), `saved` being x or y as F::saved says
+///   static constexpr Saved saved                 X, Y or None: whichever makes the derivative cheapest
+///   static constexpr const char* name            the op in error messages ("gelu")
+///   static constexpr const char* backward_name   its autograd node ("GeluBackward")
+/// @endcode
+/// T is the arithmetic type: float or double (bfloat16 is computed in float by the CUDA kernel). The
+/// formulas are written once for both backends, so CPU and GPU evaluate the same expression in the same
+/// order; they differ only where libm and CUDA's math library round a transcendental differently.
 #pragma once
 
-#include <math.h>
+// The C functions (expf, tanhf, ...) in the global namespace are what both host and device code
+// call; <cmath> does not promise them there.
+#include <math.h>  // NOLINT(modernize-deprecated-headers): see above
 
 #include <cstdint>
 
-// The functors run on the host and, compiled by nvcc, on the device. The kernel emulator compiles
-// kernels/cuda/*.cu with the host compiler, where __host__ __device__ mean nothing: empty is right.
+/// The functors run on the host and, compiled by nvcc, on the device. The kernel emulator compiles
+/// kernels/cuda/*.cu with the host compiler, where __host__ __device__ mean nothing: empty is right.
 #if defined(__CUDACC__)
 #define RINGGRAD_HOST_DEVICE __host__ __device__
 #else
 #define RINGGRAD_HOST_DEVICE
 #endif
 
-// The table: X(Name) for each functor unary_ops::Name, in the order of UnaryOp's values.
+/// The table: X(Name) for each functor unary_ops::Name, in the order of UnaryOp's values.
 #define RINGGRAD_UNARY_OPS(X) \
   X(Neg)                      \
   X(Exp)                      \
@@ -48,8 +53,9 @@
   X(Silu)
 
 namespace ringgrad {
+namespace kernels {
 
-// Elementwise y = f(x), one value per functor of unary_ops (same spelling).
+/// Elementwise y = f(x), one value per functor of unary_ops (same spelling).
 enum class UnaryOp : uint8_t {
 #define RINGGRAD_UNARY_ENUM(Name) Name,
   RINGGRAD_UNARY_OPS(RINGGRAD_UNARY_ENUM)
@@ -58,7 +64,7 @@ enum class UnaryOp : uint8_t {
 
 namespace unary_ops {
 
-// What unary_backward reads as its `saved` argument: the forward's input x, its output y, or nothing.
+/// What unary_backward reads as its `saved` argument: the forward's input x, its output y, or nothing.
 enum class Saved : uint8_t { None, X, Y };
 
 // float and double overloads of the math functions: on the device the *f ones are CUDA's float
@@ -78,9 +84,9 @@ RINGGRAD_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
 RINGGRAD_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
 }  // namespace math
 
-constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;  // sqrt(2/pi)
-constexpr double kInvSqrt2 = 0.70710678118654752440084436210485;     // 1/sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;   // 1/sqrt(2 pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;  ///< sqrt(2/pi)
+constexpr double kInvSqrt2 = 0.70710678118654752440084436210485;     ///< 1/sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;   ///< 1/sqrt(2 pi)
 constexpr double kGeluCubic = 0.044715;
 
 // The functors keep their one-line functions, so the table reads as a table.
@@ -94,7 +100,7 @@ struct Neg {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T /*saved*/, T dy, T /*alpha*/) { return -dy; }
 };
 
-// e^x,  d/dx = e^x = y.
+/// e^x,  d/dx = e^x = y.
 struct Exp {
   static constexpr Saved saved = Saved::Y;
   static constexpr const char* name = "exp";
@@ -103,7 +109,7 @@ struct Exp {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T y, T dy, T /*alpha*/) { return dy * y; }
 };
 
-// ln x,  d/dx = 1/x.
+/// ln x,  d/dx = 1/x.
 struct Log {
   static constexpr Saved saved = Saved::X;
   static constexpr const char* name = "log";
@@ -112,7 +118,7 @@ struct Log {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T x, T dy, T /*alpha*/) { return dy / x; }
 };
 
-// sqrt x,  d/dx = 1/(2 sqrt x) = 1/(2y).
+/// sqrt x,  d/dx = 1/(2 sqrt x) = 1/(2y).
 struct Sqrt {
   static constexpr Saved saved = Saved::Y;
   static constexpr const char* name = "sqrt";
@@ -121,7 +127,7 @@ struct Sqrt {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T y, T dy, T /*alpha*/) { return dy / (T(2) * y); }
 };
 
-// max(x, 0),  d/dx = [y > 0] (0 at the kink, as PyTorch).
+/// max(x, 0),  d/dx = [y > 0] (0 at the kink, as PyTorch).
 struct Relu {
   static constexpr Saved saved = Saved::Y;
   static constexpr const char* name = "relu";
@@ -132,8 +138,8 @@ struct Relu {
   }
 };
 
-// GELU, tanh approximation: x/2 (1 + t),  t = tanh(u),  u = sqrt(2/pi) (x + 0.044715 x^3);
-// d/dx = (1 + t)/2 + x/2 (1 - t^2) du/dx,  du/dx = sqrt(2/pi) (1 + 3*0.044715 x^2).
+/// GELU, tanh approximation: x/2 (1 + t),  t = tanh(u),  u = sqrt(2/pi) (x + 0.044715 x^3);
+/// d/dx = (1 + t)/2 + x/2 (1 - t^2) du/dx,  du/dx = sqrt(2/pi) (1 + 3*0.044715 x^2).
 struct GeluTanh {
   static constexpr Saved saved = Saved::X;
   static constexpr const char* name = "gelu";
@@ -150,8 +156,8 @@ struct GeluTanh {
   }
 };
 
-// Exact GELU: x Phi(x) = x/2 (1 + erf(x/sqrt 2)), Phi the standard normal CDF;
-// d/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi).
+/// Exact GELU: x Phi(x) = x/2 (1 + erf(x/sqrt 2)), Phi the standard normal CDF;
+/// d/dx = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi).
 struct GeluErf {
   static constexpr Saved saved = Saved::X;
   static constexpr const char* name = "gelu";
@@ -166,7 +172,7 @@ struct GeluErf {
   }
 };
 
-// tanh x,  d/dx = 1 - y^2: the backward needs only y.
+/// tanh x,  d/dx = 1 - y^2: the backward needs only y.
 struct Tanh {
   static constexpr Saved saved = Saved::Y;
   static constexpr const char* name = "tanh";
@@ -177,7 +183,7 @@ struct Tanh {
   }
 };
 
-// 1/(1 + e^-x),  d/dx = y (1 - y). For very negative x, e^-x overflows to inf and y is the correct 0.
+/// 1/(1 + e^-x),  d/dx = y (1 - y). For very negative x, e^-x overflows to inf and y is the correct 0.
 struct Sigmoid {
   static constexpr Saved saved = Saved::Y;
   static constexpr const char* name = "sigmoid";
@@ -190,7 +196,7 @@ struct Sigmoid {
   }
 };
 
-// x + alpha,  d/dx = 1.
+/// x + alpha,  d/dx = 1.
 struct AddScalar {
   static constexpr Saved saved = Saved::None;
   static constexpr const char* name = "add";
@@ -199,7 +205,7 @@ struct AddScalar {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T /*saved*/, T dy, T /*alpha*/) { return dy; }
 };
 
-// x * alpha,  d/dx = alpha.
+/// x * alpha,  d/dx = alpha.
 struct MulScalar {
   static constexpr Saved saved = Saved::None;
   static constexpr const char* name = "mul";
@@ -208,7 +214,7 @@ struct MulScalar {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T /*saved*/, T dy, T alpha) { return dy * alpha; }
 };
 
-// alpha / x,  d/dx = -alpha / x^2.
+/// alpha / x,  d/dx = -alpha / x^2.
 struct RDivScalar {
   static constexpr Saved saved = Saved::X;
   static constexpr const char* name = "div";
@@ -217,12 +223,12 @@ struct RDivScalar {
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T x, T dy, T alpha) { return -dy * alpha / (x * x); }
 };
 
-// x^alpha,  d/dx = alpha x^(alpha - 1).
+/// x^alpha,  d/dx = alpha x^(alpha - 1).
 struct PowScalar {
   static constexpr Saved saved = Saved::X;
   static constexpr const char* name = "pow";
   static constexpr const char* backward_name = "PowBackward";
-  // Squaring (MSE) is common enough to skip pow()'s general path; x*x is what pow(x, 2) rounds to.
+  /// Squaring (MSE) is common enough to skip pow()'s general path; x*x is what pow(x, 2) rounds to.
   template <typename T> RINGGRAD_HOST_DEVICE static T forward(T x, T alpha) {
     return alpha == T(2) ? x * x : math::pow(x, alpha);
   }
@@ -255,9 +261,9 @@ struct Silu {
 
 }  // namespace unary_ops
 
-// f(unary_ops::Name{}) for the functor of `op`: the one switch over UnaryOp. Called with a generic
-// lambda, it instantiates the lambda once per op, so a loop written inside it is one loop per op with
-// the functor inlined. Every branch must return the same type.
+/// f(unary_ops::Name{}) for the functor of `op`: the one switch over UnaryOp. Called with a generic
+/// lambda, it instantiates the lambda once per op, so a loop written inside it is one loop per op with
+/// the functor inlined. Every branch must return the same type.
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable  // f may be a __device__ lambda: only its device instantiation is used
 #endif
@@ -272,15 +278,18 @@ RINGGRAD_HOST_DEVICE inline decltype(auto) visit_unary(UnaryOp op, F&& f) {
   return f(unary_ops::Neg{});  // not reached: every UnaryOp has a case above
 }
 
-// What the backward of `op` reads, and its names (the functor's fields, reached from a runtime op).
+/// What the backward of `op` reads, and its names (the functor's fields, reached from a runtime op).
 RINGGRAD_HOST_DEVICE inline unary_ops::Saved unary_saved(UnaryOp op) {
   return visit_unary(op, [](auto f) { return decltype(f)::saved; });
 }
+/// The op's name ("tanh"), for messages.
 inline const char* unary_name(UnaryOp op) {
   return visit_unary(op, [](auto f) { return decltype(f)::name; });
 }
+/// The name of the op's backward node ("TanhBackward").
 inline const char* unary_backward_name(UnaryOp op) {
   return visit_unary(op, [](auto f) { return decltype(f)::backward_name; });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -117,7 +117,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
       optimizer_state.emplace(key.substr(kOptimizerPrefix.size()), t);
     } else {
       throw Error(detail::str("load_checkpoint: '", path, "': unexpected tensor '", key,
-                              "' (expected names starting with \"model.\" or \"optimizer.\")"));
+                              R"(' (expected names starting with "model." or "optimizer."))"));
     }
   }
 

@@ -3,7 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,7 +37,7 @@ constexpr int64_t kStaleGraceSeconds = 10;
 // FNV-1a, 64 bits: a fixed hash (the same in every process and on every host) for names only.
 uint64_t name_hash(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
   return h;
 }
 
@@ -50,6 +50,14 @@ std::string hex_of(uint64_t v, int digits) {
 std::string dir_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// dir + "/" + name, built in one string (it runs in loops over directory entries and symlinks).
+std::string join_path(const std::string& dir, const std::string& name) {
+  std::string path;
+  path.reserve(dir.size() + 1 + name.size());
+  path.append(dir).append(1, '/').append(name);
+  return path;
 }
 
 std::string base_of(const std::string& path) {
@@ -156,7 +164,7 @@ std::string resolve_write_target(const char* op, const std::string& path, struct
     const ssize_t n = ::readlink(target.c_str(), link.data(), link.size() - 1);
     RINGGRAD_CHECK(n > 0, op, ": cannot read the symlink '", target, "' (", std::strerror(errno), ")");
     const std::string next(link.data(), static_cast<size_t>(n));
-    target = next[0] == '/' ? next : dir_of(target) + "/" + next;
+    target = next[0] == '/' ? next : join_path(dir_of(target), next);
   }
 }
 
@@ -229,7 +237,7 @@ int remove_stale_temporaries(const char* op, const std::string& target) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;  // nothing to clean; creating the temporary will report the real problem
   int removed = 0;
-  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  const auto now = static_cast<int64_t>(std::time(nullptr));
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -240,10 +248,10 @@ int remove_stale_temporaries(const char* op, const std::string& target) {
     const std::string pid_text = rest.substr(0, dot), hex = rest.substr(dot + 1);
     if (!all_of(pid_text, "0123456789") || pid_text.size() > 9 || pid_text[0] == '0') continue;
     if (hex.size() != 16 || !all_of(hex, "0123456789abcdef")) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    const auto pid = static_cast<pid_t>(std::stol(pid_text));
     // Alive, or someone else's (EPERM): keep. A reused pid keeps a stale file, never loses a live one.
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    const std::string full = dir + "/" + name;
+    const std::string full = join_path(dir, name);
     const int fd = ::open(full.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;  // a symlink, or gone already
     struct stat st {

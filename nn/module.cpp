@@ -30,7 +30,7 @@ std::string strip_module_prefix(const std::string& key) {
 
 }  // namespace
 
-Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+Tensor Module::register_parameter(const std::string& name, const Tensor& tensor, bool requires_grad) {
   check_name(name, "parameter");
   RINGGRAD_CHECK(tensor.defined(), "register_parameter: expected a defined tensor for '", name, "'");
   RINGGRAD_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
@@ -42,7 +42,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
   return leaf;
 }
 
-Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+Tensor Module::register_buffer(const std::string& name, const Tensor& tensor) {
   check_name(name, "buffer");
   RINGGRAD_CHECK(tensor.defined(), "register_buffer: expected a defined tensor for '", name, "'");
   RINGGRAD_CHECK(!has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
@@ -102,7 +102,8 @@ Named<std::shared_ptr<Module>> Module::named_modules() {
   // shared_from_this needs the module to be owned by a shared_ptr, which is how modules are held.
   out.emplace_back("", shared_from_this());
   for (const auto& [name, child] : children_)
-    for (auto& [sub, module] : child->named_modules()) out.emplace_back(sub.empty() ? name : name + "." + sub, module);
+    for (auto& [sub, module] : child->named_modules())
+      out.emplace_back(sub.empty() ? name : std::string(name).append(".").append(sub), module);
   return out;
 }
 

@@ -1,4 +1,5 @@
-// nn/nn.h: everything in nn/ -- modules, layers, losses, optimizers, data and checkpoints.
+/// @file
+/// nn/nn.h: everything in nn/ -- modules, layers, losses, optimizers, data and checkpoints.
 #pragma once
 
 #include <ringgrad/nn/activation.h>
@@ -19,3 +20,16 @@
 #include <ringgrad/nn/optim/sgd.h>
 #include <ringgrad/nn/safetensors.h>
 #include <ringgrad/nn/sequential.h>
+
+/// @namespace ringgrad::nn
+/// Modules (Module, Linear, LayerNorm, Sequential, the activations), losses, checkpoints and
+/// safetensors files, as PyTorch's torch.nn.
+
+/// @namespace ringgrad::nn::optim
+/// Optimizers (SGD, Adam, AdamW), learning-rate schedulers and clip_grad_norm_, as torch.optim.
+
+/// @namespace ringgrad::nn::data
+/// Datasets (Fashion-MNIST, IDX files), the DataLoader and samplers, as torch.utils.data.
+
+/// @namespace ringgrad::nn::init
+/// Parameter initialisation, as torch.nn.init.

@@ -178,7 +178,7 @@ class Reader {
     const auto shape = value.find("shape");
     const auto offsets = value.find("data_offsets");
     if (dtype == value.end() || shape == value.end() || offsets == value.end())
-      fail("tensor '", shown, "': expected the fields \"dtype\", \"shape\" and \"data_offsets\", got ", quoted(value));
+      fail("tensor '", shown, R"(': expected the fields "dtype", "shape" and "data_offsets", got )", quoted(value));
 
     if (!dtype->is_string()) fail("tensor '", shown, "': expected \"dtype\" to be a string, got ", quoted(*dtype));
     if (!dtype_from_name(dtype->get<std::string>(), &e.dtype))
@@ -189,7 +189,7 @@ class Reader {
       fail("tensor '", shown, "': shape has ", shape->size(), " dimensions, ringgrad supports at most ", kMaxDims);
     // numel * itemsize must fit, and so must the product with zero sizes counted as 1 (the
     // largest stride a tensor of this shape gets): an empty [0, 2^40, 2^40] is still rejected.
-    const uint64_t kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    const auto kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
     uint64_t numel = 1, span = 1;
     for (const json& d : *shape) {
       uint64_t size = 0;
@@ -201,7 +201,7 @@ class Reader {
       numel *= size;
       e.shape.push_back(static_cast<int64_t>(size));
     }
-    const uint64_t item = static_cast<uint64_t>(dtype_size(e.dtype));
+    const auto item = static_cast<uint64_t>(dtype_size(e.dtype));
     if (span > kLimit / item) fail("tensor '", shown, "': shape ", quoted(*shape), " overflows");
 
     if (!offsets->is_array() || offsets->size() != 2 || !as_uint((*offsets)[0], &e.begin) ||
@@ -270,6 +270,7 @@ class Reader {
 
     // --- the entries must tile the data buffer ----------------------------------------------------
     std::vector<const Entry*> by_offset;
+    by_offset.reserve(entries.size());
     for (const Entry& e : entries) by_offset.push_back(&e);
     std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
       return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
@@ -327,12 +328,13 @@ void write_tensor(AtomicFile& out, const Tensor& t) {
   const int64_t last = t.dim() - 1;  // a non-contiguous tensor with elements has at least one dim
   const int64_t row = shape[last];
   std::vector<char> gathered(static_cast<size_t>(row * item));
-  std::vector<int64_t> index(t.dim(), 0);
+  Shape index = shape;  // the row being gathered: an index per dimension, the last one unused
+  std::fill(index.begin(), index.end(), int64_t{0});
   for (int64_t r = 0, rows = t.numel() / row; r < rows; ++r) {
     int64_t offset = 0;
     for (int64_t d = 0; d < last; ++d) offset += index[d] * strides[d];
     for (int64_t j = 0; j < row; ++j)
-      std::memcpy(gathered.data() + j * item, base + (offset + j * strides[last]) * item, item);
+      std::memcpy(gathered.data() + j * item, base + (offset + j * strides[last]) * item, static_cast<size_t>(item));
     out.write(gathered.data(), gathered.size());
     for (int64_t d = last - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
   }
@@ -360,7 +362,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
     RINGGRAD_CHECK(name != kMetadataKey, "save_safetensors: '", path, "': \"", kMetadataKey,
                    "\" is reserved for metadata and cannot name a tensor");
     RINGGRAD_CHECK(t.defined(), "save_safetensors: '", path, "': tensor '", name, "' is undefined");
-    const uint64_t nbytes = static_cast<uint64_t>(t.numel() * t.element_size());
+    const auto nbytes = static_cast<uint64_t>(t.numel() * t.element_size());
     header[name] = {{"dtype", safetensors_dtype_name(t.dtype())},
                     {"shape", t.shape().vec()},
                     {"data_offsets", {offset, offset + nbytes}}};

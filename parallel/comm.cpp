@@ -5,6 +5,7 @@
 // received none -- e.g. a replica whose copy of a parameter was not used).
 #include <ringgrad/parallel/comm.h>
 
+#include <cstddef>
 #include <set>
 
 #include <ringgrad/core/autograd/grad_mode.h>
@@ -111,8 +112,8 @@ std::vector<int64_t> chunk_sizes(int64_t batch, int64_t devices) {
   RINGGRAD_CHECK(devices > 0, "scatter: expected at least one device, got ", devices);
   RINGGRAD_CHECK(batch > 0, "scatter: expected a non-empty batch, got ", batch, " rows");
   const int64_t chunks = std::min(batch, devices);
-  std::vector<int64_t> sizes(chunks, batch / chunks);
-  for (int64_t i = 0; i < batch % chunks; ++i) ++sizes[i];
+  std::vector<int64_t> sizes(static_cast<size_t>(chunks), batch / chunks);
+  for (size_t i = 0; i < static_cast<size_t>(batch % chunks); ++i) ++sizes[i];
   return sizes;
 }
 
@@ -123,7 +124,7 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
   RINGGRAD_CHECK(!devices.empty(), "scatter: expected at least one device, got an empty list");
   for (Device d : devices) check_device(d, "scatter");
   const std::vector<int64_t> sizes = chunk_sizes(x.size(dim), static_cast<int64_t>(devices.size()));
-  const std::vector<Device> used(devices.begin(), devices.begin() + sizes.size());
+  const std::vector<Device> used(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(sizes.size()));
   std::vector<Tensor> chunks = cut(x, sizes, used, dim);
   if (needs_grad(x)) {
     auto node = std::make_shared<ScatterBackward>();

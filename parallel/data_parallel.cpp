@@ -1,12 +1,14 @@
 // parallel/data_parallel.cpp: DataParallel's forward, its checks, and its timers.
 #include <ringgrad/parallel/data_parallel.h>
 
+#include <cstddef>
 #include <mutex>
 #include <set>
 
 namespace ringgrad {
-namespace parallel {
 namespace detail {
+
+using namespace parallel;  // the module-independent half of a parallel:: wrapper, in parallel's terms
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -25,7 +27,7 @@ struct DataParallelCore::Recorder {
 
 DataParallelCore::DataParallelCore(std::vector<Device> devices, const DataParallelOptions& options)
     : devices_(std::move(devices)),
-      dim_(options.dim_),
+      dim_(options.dim()),
       reduce_clock_(std::make_shared<ReduceClock>()),
       recorder_(std::make_shared<Recorder>()) {
   RINGGRAD_CHECK(!devices_.empty(), "DataParallel: expected at least one device, got an empty list");
@@ -36,7 +38,7 @@ DataParallelCore::DataParallelCore(std::vector<Device> devices, const DataParall
     RINGGRAD_CHECK(seen.insert(d).second, "DataParallel: expected distinct devices, got ", d, " twice");
     check_device(d, "DataParallel");
   }
-  output_device_ = options.has_output_device_ ? options.output_device_ : devices_[0];
+  output_device_ = options.output_device().value_or(devices_[0]);
   check_device(output_device_, "DataParallel");
 }
 
@@ -54,8 +56,9 @@ void DataParallelCore::prepare_replicas(nn::Module& module, size_t n) {
     replicas_ = replicate(module, devices_, reduce_clock_);  // clones the module objects, once
     return;
   }
-  const std::vector<std::shared_ptr<nn::Module>> used(replicas_.begin(), replicas_.begin() + n);
-  const std::vector<Device> on(devices_.begin(), devices_.begin() + n);
+  const auto count = static_cast<std::ptrdiff_t>(n);  // n <= devices_.size()
+  const std::vector<std::shared_ptr<nn::Module>> used(replicas_.begin(), replicas_.begin() + count);
+  const std::vector<Device> on(devices_.begin(), devices_.begin() + count);
   refresh_replicas(module, used, on, reduce_clock_);  // fresh copies of this step's parameter values
 }
 
@@ -128,5 +131,4 @@ DataParallelTimings DataParallelCore::timings() const {
 }
 
 }  // namespace detail
-}  // namespace parallel
 }  // namespace ringgrad

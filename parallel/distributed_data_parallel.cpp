@@ -7,8 +7,9 @@
 #include <ringgrad/core/ops.h>
 
 namespace ringgrad {
-namespace parallel {
 namespace detail {
+
+using namespace parallel;  // the module-independent half of a parallel:: wrapper, in parallel's terms
 namespace {
 
 // One line per parameter and buffer: what must agree on every rank (not the device index: rank r
@@ -16,10 +17,10 @@ namespace {
 std::vector<std::string> describe_model(const nn::Module& module) {
   std::vector<std::string> lines;
   for (const auto& [name, t] : module.named_parameters())
-    lines.push_back(ringgrad::detail::str("parameter '", name, "' ", t.shape(), " ", t.dtype(),
-                                          t.requires_grad() ? "" : " (frozen)"));
+    lines.push_back(
+        detail::str("parameter '", name, "' ", t.shape(), " ", t.dtype(), t.requires_grad() ? "" : " (frozen)"));
   for (const auto& [name, t] : module.named_buffers())
-    lines.push_back(ringgrad::detail::str("buffer '", name, "' ", t.shape(), " ", t.dtype()));
+    lines.push_back(detail::str("buffer '", name, "' ", t.shape(), " ", t.dtype()));
   return lines;
 }
 
@@ -70,6 +71,7 @@ void DistributedDataParallelCore::check_same_model_on_every_rank() {
   const std::string mine = join_lines(describe_model(module_));
 
   std::vector<Tensor> lengths;
+  lengths.reserve(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) lengths.push_back(zeros({1}, TensorOptions(DType::i64).device(device)));
   group_->all_gather(lengths, from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}, device))->wait();
   int64_t longest = 1;
@@ -81,15 +83,16 @@ void DistributedDataParallelCore::check_same_model_on_every_rank() {
   std::vector<uint8_t> padded(mine.begin(), mine.end());
   padded.resize(static_cast<size_t>(longest), 0);
   std::vector<Tensor> texts;
+  texts.reserve(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) texts.push_back(zeros({longest}, TensorOptions(DType::u8).device(device)));
   group_->all_gather(texts, from_vector<uint8_t>(padded, {longest}, device))->wait();
 
   std::vector<std::vector<std::string>> models;
-  for (int r = 0; r < world; ++r) {
+  for (size_t r = 0; r < texts.size(); ++r) {
     const std::vector<uint8_t> bytes = texts[r].to_vector<uint8_t>();
     models.push_back(split_lines(std::string(bytes.begin(), bytes.begin() + sizes[r])));
   }
-  for (int r = 1; r < world; ++r) {
+  for (size_t r = 1; r < models.size(); ++r) {
     const auto& a = models[0];
     const auto& b = models[r];
     for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
@@ -105,12 +108,13 @@ void DistributedDataParallelCore::check_same_model_on_every_rank() {
 void DistributedDataParallelCore::broadcast_from_rank0(const std::vector<Tensor>& tensors) {
   if (group_->size() == 1) return;
   std::vector<std::shared_ptr<Work>> works;
+  works.reserve(tensors.size());
   for (const Tensor& t : tensors) works.push_back(group_->broadcast(t, 0));
   for (auto& w : works) w->wait();
 }
 
 void DistributedDataParallelCore::before_forward() {
-  if (!options_.broadcast_buffers_) return;
+  if (!options_.broadcast_buffers()) return;
   std::vector<Tensor> buffers;
   for (const auto& [name, b] : module_.named_buffers()) buffers.push_back(b);
   broadcast_from_rank0(buffers);
@@ -121,5 +125,4 @@ void DistributedDataParallelCore::after_forward(const Tensor& output, SteadyTime
 }
 
 }  // namespace detail
-}  // namespace parallel
 }  // namespace ringgrad

@@ -7,6 +7,7 @@
 // once, so the order is explicit (process_group.h) and rank and world size always come from the same
 // family: mixing one launcher's rank with another's world size would build a job nobody started.
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -52,7 +53,7 @@ std::optional<std::chrono::milliseconds> env_timeout() {
   RINGGRAD_CHECK(errno == 0 && *end == '\0' && end != text->c_str() && seconds > 0 && seconds <= 30 * 86400.0,
                  "init_process_group: expected RINGGRAD_TIMEOUT to be a number of seconds in (0, 2592000], got '",
                  *text, "'");
-  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000 + 0.5)));
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds * 1000))));
 }
 
 // One launcher's names for the three variables. local_rank may be absent (PMI without Hydra).
@@ -107,8 +108,8 @@ LaunchInfo read_launch_info(const InitOptions& options) {
       break;
     }
   }
-  std::optional<int> world = options.world_size >= 0 ? std::optional<int>(options.world_size) : std::nullopt;
-  std::optional<int> rank = options.rank >= 0 ? std::optional<int>(options.rank) : std::nullopt;
+  std::optional<int> world = options.world_size() >= 0 ? std::optional<int>(options.world_size()) : std::nullopt;
+  std::optional<int> rank = options.rank() >= 0 ? std::optional<int>(options.rank()) : std::nullopt;
   if (family != nullptr) {
     if (!world) world = env_int(family->size);
     if (!rank) rank = env_int(family->rank);
@@ -127,7 +128,7 @@ LaunchInfo read_launch_info(const InitOptions& options) {
   // numbers agree with the chosen family's, Slurm fills in what that family leaves out.
   const bool under_srun = env_int("SLURM_PROCID") == std::optional<int>(info.rank) &&
                           env_int("SLURM_NTASKS") == std::optional<int>(info.world_size);
-  std::optional<int> local = options.local_rank >= 0 ? std::optional<int>(options.local_rank) : std::nullopt;
+  std::optional<int> local = options.local_rank() >= 0 ? std::optional<int>(options.local_rank()) : std::nullopt;
   if (!local && family != nullptr) local = env_int(family->local_rank);
   if (!local && under_srun) local = env_int("SLURM_LOCALID");
   info.local_rank = local.value_or(info.rank);
@@ -136,8 +137,8 @@ LaunchInfo read_launch_info(const InitOptions& options) {
   // Where rank 0's store is. ringrun and torchrun always say; MPI and Slurm say nothing, so their
   // jobs get defaults: Slurm's first host, and port 29500 (PyTorch's).
   const bool mpi_or_slurm = family != nullptr && family != &kFamilies[0];
-  if (!options.master_addr.empty()) {
-    info.master_addr = options.master_addr;
+  if (!options.master_addr().empty()) {
+    info.master_addr = options.master_addr();
   } else if (const std::optional<std::string> addr = env("MASTER_ADDR")) {
     info.master_addr = *addr;
   } else if (family == &kFamilies[3] || (mpi_or_slurm && under_srun)) {
@@ -156,8 +157,8 @@ LaunchInfo read_launch_info(const InitOptions& options) {
                    info.world_size,
                    "), so MASTER_ADDR must name rank 0's host (Open MPI: mpirun -x MASTER_ADDR=<host>)");
   }
-  if (options.master_port >= 0) {
-    info.master_port = options.master_port;
+  if (options.master_port() >= 0) {
+    info.master_port = options.master_port();
   } else if (const std::optional<int> port = env_int("MASTER_PORT")) {
     info.master_port = *port;
   } else {
@@ -191,9 +192,9 @@ LaunchInfo read_launch_info(const InitOptions& options) {
   // Timeouts: the code's, else RINGGRAD_TIMEOUT, else the defaults. A timeout set in code also bounds
   // setup, as it always did; RINGGRAD_TIMEOUT is one knob for both.
   const std::optional<std::chrono::milliseconds> from_env = env_timeout();
-  info.timeout = options.timeout.value_or(from_env.value_or(kDefaultTimeout));
+  info.timeout = options.timeout().value_or(from_env.value_or(kDefaultTimeout));
   info.setup_timeout =
-      options.setup_timeout.value_or(options.timeout.value_or(from_env.value_or(kDefaultSetupTimeout)));
+      options.setup_timeout().value_or(options.timeout().value_or(from_env.value_or(kDefaultSetupTimeout)));
   RINGGRAD_CHECK(info.timeout.count() > 0 && info.setup_timeout.count() > 0,
                  "init_process_group: expected positive timeouts, got ", info.timeout.count(), " ms and ",
                  info.setup_timeout.count(), " ms (setup)");

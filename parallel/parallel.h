@@ -1,5 +1,6 @@
-// parallel/parallel.h: everything in parallel/: DataParallel and its four building blocks, and
-// process groups (init_process_group, the store).
+/// @file
+/// parallel/parallel.h: everything in parallel/: DataParallel and its four building blocks, and
+/// process groups (init_process_group, the store).
 #pragma once
 
 #include <ringgrad/parallel/comm.h>
@@ -8,3 +9,7 @@
 #include <ringgrad/parallel/parallel_apply.h>
 #include <ringgrad/parallel/process_group.h>
 #include <ringgrad/parallel/replicate.h>
+
+/// @namespace ringgrad::parallel
+/// Training on several devices: DataParallel (one process) and DistributedDataParallel (one process
+/// per device, over a ProcessGroup), with the collectives, stores and launch helpers under them.

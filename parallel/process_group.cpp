@@ -12,7 +12,7 @@
 #include "parallel/nccl/nccl_process_group.h"
 #include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 
 namespace ringgrad {
 namespace parallel {
@@ -76,6 +76,7 @@ ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout
 // --- init_process_group ---------------------------------------------------------------------------------
 #ifndef RINGGRAD_WITH_NCCL
 bool nccl_available() { return false; }
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the signature of the NCCL build's function
 std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int, int, int,
                                                       std::chrono::milliseconds) {
   throw Error(
@@ -101,10 +102,10 @@ struct BackendRegistry {
 
 std::shared_ptr<ProcessGroup> make_ring(const BackendContext& context) {
   RingOptions ring;
-  ring.timeout = context.info.timeout;
-  ring.setup_timeout = context.info.setup_timeout;
-  ring.transport = context.options.transport;
-  ring.master_addr = context.info.master_addr;
+  ring.timeout() = context.info.timeout;
+  ring.setup_timeout() = context.info.setup_timeout;
+  ring.transport() = context.options.transport();
+  ring.master_addr() = context.info.master_addr;
   return std::make_shared<RingProcessGroup>(context.store, context.info.rank, context.info.world_size, ring);
 }
 
@@ -173,7 +174,7 @@ int store_port(const LaunchInfo& info) {
 // Once per process, on rank 0: a job without a token accepts any process that reaches its ports.
 void warn_if_unauthenticated(const LaunchInfo& info, int port) {
   static std::once_flag once;
-  if (info.rank != 0 || info.world_size == 1 || !net::job_token().empty()) return;
+  if (info.rank != 0 || info.world_size == 1 || !job_token().empty()) return;
   std::call_once(once, [&] {
     std::fprintf(stderr,
                  "init_process_group: warning: RINGGRAD_JOB_TOKEN is not set, so connections to this job (store at "
@@ -203,12 +204,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
     const std::string address = info.master_addr + ":" + std::to_string(port);
     try {
       store = std::make_shared<TCPStore>(TCPStoreOptions()
-                                             .with_host(info.master_addr)
-                                             .with_port(port)
-                                             .server(info.rank == 0)
-                                             .with_timeout(info.setup_timeout)
-                                             .with_token(net::job_token())
-                                             .reporting_waits());
+                                             .host(info.master_addr)
+                                             .port(port)
+                                             .is_server(info.rank == 0)
+                                             .timeout(info.setup_timeout)
+                                             .token(job_token())
+                                             .report_waiting(true));
     } catch (const Error& e) {
       // The one case whose cause the socket layer cannot know: torchrun holding the port.
       const bool in_use = std::string(e.what()).find("in use") != std::string::npos;

@@ -25,13 +25,13 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   struct Param {
     std::string name;
     Tensor tensor;
-    int bucket = 0;
+    size_t bucket = 0;
     int64_t offset = 0;  // elements into the bucket's buffer
   };
   struct Bucket {
-    std::vector<int> params;  // in the order their gradients are expected
-    Tensor buffer;            // flat, the parameters' dtype and device
-    int pending = 0;          // gradients still missing this step
+    std::vector<size_t> params;  // in the order their gradients are expected
+    Tensor buffer;               // flat, the parameters' dtype and device
+    int pending = 0;             // gradients still missing this step
     bool ready = false;
     std::shared_ptr<Work> work;
     BucketTiming timing;
@@ -45,7 +45,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   size_t next_launch = 0;  // buckets launch in index order: the next one allowed to go
   bool armed = false;      // a synchronised backward is expected
   bool callback_queued = false;
-  std::vector<int> unused;  // find_unused_parameters: not reached from the output; marked at backward start
+  std::vector<size_t> unused;  // find_unused_parameters: not reached from the output; marked at backward start
   bool require_sync = true;
   DDPTimings current, last;  // the step being run, the last one finished
   mutable std::mutex mutex;
@@ -88,7 +88,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   }
 
   // Parameter i's gradient for this step (undefined: it has none; its slot counts as zero).
-  void mark_ready(int i, const Tensor& grad) {
+  void mark_ready(size_t i, const Tensor& grad) {
     const Param& p = params[i];
     RINGGRAD_CHECK(!param_ready[i], "DistributedDataParallel: parameter '", p.name,
                    "' was marked ready twice in one "
@@ -101,7 +101,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     if (--b.pending == 0) {
       b.ready = true;
       b.timing.ready = Clock::now();
-      if (options.overlap_) launch_ready();
+      if (options.overlap()) launch_ready();
     }
   }
 
@@ -115,12 +115,12 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     std::shared_ptr<State> self = shared_from_this();
     queue_callback([self] { self->finalize(); });
     // An unused parameter contributes what its .grad holds: zero, or what no_sync steps accumulated.
-    for (int i : unused) mark_ready(i, params[i].tensor.grad());
+    for (const size_t i : unused) mark_ready(i, params[i].tensor.grad());
     unused.clear();
   }
 
   // The post-accumulate hook of parameter i: its .grad is complete for this backward.
-  void on_gradient(int i, const Tensor& leaf) {
+  void on_gradient(size_t i, const Tensor& leaf) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!armed) return;  // inside no_sync(), or a backward DDP's forward did not prepare
     begin_backward();
@@ -131,7 +131,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   void finalize() {
     std::lock_guard<std::mutex> lock(mutex);
     current.backward_end = Clock::now();
-    if (!options.overlap_) launch_ready();  // the non-overlapped variant sends everything now
+    if (!options.overlap()) launch_ready();  // the non-overlapped variant sends everything now
     std::vector<std::string> missing;
     for (size_t i = 0; i < params.size(); ++i)
       if (!param_ready[i]) missing.push_back(params[i].name);
@@ -171,7 +171,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     // Write the averages back: into .grad, or make .grad a view of the bucket.
     for (Param& p : params) {
       const Tensor view = buckets[p.bucket].buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
-      if (options.gradient_as_bucket_view_) {
+      if (options.gradient_as_bucket_view()) {
         p.tensor.set_grad(view);
       } else if (p.tensor.grad().defined()) {
         p.tensor.grad().copy_(view);
@@ -204,9 +204,9 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   RINGGRAD_CHECK(group != nullptr, "DistributedDataParallel: no process group; call init_process_group() first");
-  RINGGRAD_CHECK(options.bucket_cap_mb_ >= 0 && options.first_bucket_cap_mb_ >= 0,
-                 "DistributedDataParallel: expected bucket caps >= 0 MB, got ", options.bucket_cap_mb_, " and ",
-                 options.first_bucket_cap_mb_);
+  RINGGRAD_CHECK(options.bucket_cap_mb() >= 0 && options.first_bucket_cap_mb() >= 0,
+                 "DistributedDataParallel: expected bucket caps >= 0 MB, got ", options.bucket_cap_mb(), " and ",
+                 options.first_bucket_cap_mb());
   s.group = std::move(group);
   s.options = options;
   for (const auto& [name, t] : parameters) {
@@ -225,18 +225,19 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
   std::vector<BucketParam> sizes;
   for (const State::Param& p : s.params)
     sizes.push_back({p.tensor.numel() * p.tensor.element_size(), p.tensor.dtype()});
-  const std::vector<std::vector<size_t>> layout = assign_buckets(
-      sizes, bucket_cap_bytes_from_mb(options.first_bucket_cap_mb_), bucket_cap_bytes_from_mb(options.bucket_cap_mb_));
+  const std::vector<std::vector<size_t>> layout =
+      assign_buckets(sizes, bucket_cap_bytes_from_mb(options.first_bucket_cap_mb()),
+                     bucket_cap_bytes_from_mb(options.bucket_cap_mb()));
   for (const std::vector<size_t>& members : layout) {
     State::Bucket bucket;
     int64_t numel = 0, bytes = 0;
     for (const size_t i : members) {
       State::Param& p = s.params[i];
-      p.bucket = static_cast<int>(s.buckets.size());
+      p.bucket = s.buckets.size();
       p.offset = numel;
       numel += p.tensor.numel();
       bytes += sizes[i].bytes;
-      bucket.params.push_back(static_cast<int>(i));
+      bucket.params.push_back(i);
     }
     const Tensor& first = s.params[members.front()].tensor;
     bucket.buffer = zeros({numel}, TensorOptions(first.dtype()).device(first.device()));
@@ -253,7 +254,7 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < s.params.size(); ++i) {
     s.params[i].tensor.register_post_accumulate_grad_hook([weak, i](const Tensor& leaf) {
-      if (std::shared_ptr<State> state = weak.lock()) state->on_gradient(static_cast<int>(i), leaf);
+      if (std::shared_ptr<State> state = weak.lock()) state->on_gradient(i, leaf);
     });
   }
 }
@@ -279,7 +280,7 @@ void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_star
     std::weak_ptr<State> weak = state_;
     output.register_hook([weak](const Tensor&) {
       if (std::shared_ptr<State> state = weak.lock()) {
-        std::lock_guard<std::mutex> lock(state->mutex);
+        std::lock_guard<std::mutex> state_lock(state->mutex);
         if (!state->armed) return Tensor();
         state->current.backward_start = Clock::now();
         state->begin_backward();
@@ -288,7 +289,7 @@ void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_star
     });
   }
 
-  if (s.options.find_unused_parameters_) {
+  if (s.options.find_unused_parameters()) {
     // Walk the graph from the output; a parameter whose AccumulateGrad is not reached will get no
     // gradient, so it will count as ready when backward begins, and its bucket is not held up.
     std::unordered_set<const TensorImpl*> reached;
@@ -304,7 +305,7 @@ void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_star
         if (e.valid()) stack.push_back(e.node.get());
     }
     for (size_t i = 0; i < s.params.size(); ++i)
-      if (!reached.count(s.params[i].tensor.impl())) s.unused.push_back(static_cast<int>(i));
+      if (!reached.count(s.params[i].tensor.impl())) s.unused.push_back(i);
   }
 }
 
@@ -323,7 +324,7 @@ std::vector<std::vector<std::string>> Reducer::bucket_parameter_names() const {
   std::vector<std::vector<std::string>> out;
   for (const auto& b : state_->buckets) {
     out.emplace_back();
-    for (int i : b.params) out.back().push_back(state_->params[i].name);
+    for (const size_t i : b.params) out.back().push_back(state_->params[i].name);
   }
   return out;
 }

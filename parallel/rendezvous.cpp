@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <ringgrad/core/base/error.h>
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 
 namespace ringgrad {
 namespace parallel {
@@ -59,7 +59,7 @@ std::vector<int> missing_ranks(Store& store, int world_size) {
 }  // namespace
 
 void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
-  const net::Deadline deadline = net::deadline_in(timeout);
+  const Deadline deadline = deadline_in(timeout);
   const int rank = me.rank, world_size = me.world_size;
 
   // 1. The job. Rank 0 opened this store a moment ago, so its key is there at once.
@@ -106,13 +106,13 @@ void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
                           " sent nothing within the handshake limit");
     return text;
   };
-  net::WaitReporter reporter([&](milliseconds waited) {
+  WaitReporter reporter([&](milliseconds waited) {
     std::fprintf(stderr, "rendezvous: %s (%lld s of %lld s)\n", progress(missing_ranks(store, world_size)).c_str(),
                  whole_seconds(waited), whole_seconds(timeout));
     std::fflush(stderr);
   });
   for (;;) {
-    const net::Clock::time_point now = net::Clock::now();
+    const Clock::time_point now = Clock::now();
     if (now >= deadline) {
       throw Error(detail::str("init_process_group: rendezvous timed out after ", timeout.count(),
                               " ms: ", progress(missing_ranks(store, world_size)),
@@ -120,7 +120,7 @@ void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
                               "started, with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE? (RINGGRAD_TIMEOUT="
                               "seconds waits longer)"));
     }
-    const net::Clock::time_point round_end = std::min(deadline, reporter.next_report());
+    const Clock::time_point round_end = std::min(deadline, reporter.next_report());
     const milliseconds limit = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(round_end - now));
     if (store.wait_for({"rendezvous/done"}, limit).empty()) return;
     reporter.poll();

@@ -37,6 +37,8 @@ void check_module_device(const nn::Named<Tensor>& tensors, const std::vector<Dev
 
 }  // namespace
 
+}  // namespace parallel
+
 namespace detail {
 void check_clone_type(bool ok, const nn::Module& module) {
   RINGGRAD_CHECK(ok, "replicate: clone() of a ", module.type_name(), " returned another type; derive ",
@@ -44,17 +46,19 @@ void check_clone_type(bool ok, const nn::Module& module) {
 }
 }  // namespace detail
 
+namespace parallel {
+
 std::vector<std::shared_ptr<nn::Module>> replicate(nn::Module& module, const std::vector<Device>& devices,
-                                                   std::shared_ptr<ReduceClock> clock) {
+                                                   const std::shared_ptr<ReduceClock>& clock) {
   RINGGRAD_CHECK(!devices.empty(), "replicate: expected at least one device, got an empty list");
   std::vector<std::shared_ptr<nn::Module>> replicas;
   for (size_t i = 0; i < devices.size(); ++i) replicas.push_back(module.clone());
-  refresh_replicas(module, replicas, devices, std::move(clock));
+  refresh_replicas(module, replicas, devices, clock);
   return replicas;
 }
 
 void refresh_replicas(nn::Module& module, const std::vector<std::shared_ptr<nn::Module>>& replicas,
-                      const std::vector<Device>& devices, std::shared_ptr<ReduceClock> clock) {
+                      const std::vector<Device>& devices, const std::shared_ptr<ReduceClock>& clock) {
   RINGGRAD_CHECK(replicas.size() == devices.size(), "refresh_replicas: expected one replica per device (",
                  devices.size(), "), got ", replicas.size());
   const nn::Named<Tensor> params = module.named_parameters();

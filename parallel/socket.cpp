@@ -8,7 +8,7 @@
 //   - Every fd is created close-on-exec, so a process the job forks never inherits a connection
 //     (which would keep it open after its owner died, hiding the death from the peer).
 // Every call is retried when a signal interrupts it (EINTR).
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <system_error>
@@ -30,7 +31,6 @@
 
 namespace ringgrad {
 namespace parallel {
-namespace net {
 namespace {
 
 using detail::str;
@@ -49,7 +49,7 @@ int ms_left(Deadline deadline) {
 // the call will have waited if it times out (a fresh deadline_in(3000ms) reports 3000, not 2999).
 int64_t budget_ms(Deadline deadline) {
   const std::chrono::duration<double, std::milli> left = deadline - Clock::now();
-  return std::max<int64_t>(0, static_cast<int64_t>(left.count() + 0.5));
+  return std::max<int64_t>(0, static_cast<int64_t>(std::llround(left.count())));
 }
 
 // Waits until fd is ready for `events` or the deadline passes; false on timeout. Errors and hang-ups
@@ -405,6 +405,5 @@ bool tokens_equal(const std::string& got, const std::string& expected) {
   return diff == 0;
 }
 
-}  // namespace net
 }  // namespace parallel
 }  // namespace ringgrad

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include <ringgrad/core/base/error.h>
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 #include <ringgrad/parallel/store.h>
 #include "parallel/store_protocol.h"
 #include "parallel/store_server.h"
@@ -20,18 +20,14 @@
 namespace ringgrad {
 namespace parallel {
 
-using namespace tcpstore;  // this file speaks the store's wire format throughout
-
 namespace {
 
 using detail::str;
-using net::Clock;
-using net::Deadline;
 using std::chrono::milliseconds;
 
 // Reads the result fields of one reply, each with the exchange's deadline and description.
 struct ReplyReader {
-  const net::Socket& socket;
+  const Socket& socket;
   Deadline deadline;
   const std::string& what;
 
@@ -84,7 +80,7 @@ struct TCPStore::Impl {
   int port = 0;                         // where the store listens (the server's, when port 0 was asked)
   std::string address;                  // "host:port", for messages
   std::mutex mutex;                     // one exchange at a time on `socket`
-  net::Socket socket;                   // last, so it closes before the server stops; reopened after a failed exchange
+  Socket socket;                        // last, so it closes before the server stops; reopened after a failed exchange
 
   // What came back for a get or wait: ok, or "timed out" with the keys still missing.
   struct Outcome {
@@ -105,8 +101,8 @@ struct TCPStore::Impl {
 // answered that is not a store -- and not later as a mystery on the first get.
 void TCPStore::Impl::connect(milliseconds timeout) {
   const Deadline deadline = deadline_after(timeout);
-  std::optional<net::WaitReporter> reporter;
-  if (options.report_waiting) {
+  std::optional<WaitReporter> reporter;
+  if (options.report_waiting()) {
     reporter.emplace([this, timeout](milliseconds waited) {
       std::fprintf(stderr,
                    "rendezvous: waiting for rank 0's store at %s: nothing listens there yet (%lld s of %lld s)\n",
@@ -114,23 +110,24 @@ void TCPStore::Impl::connect(milliseconds timeout) {
                    static_cast<long long>(timeout.count() / 1000));
     });
   }
-  net::Socket s = net::connect_to(options.host, port, deadline, "TCPStore: connecting to the store",
-                                  reporter ? &*reporter : nullptr);
+  Socket s =
+      connect_to(options.host(), port, deadline, "TCPStore: connecting to the store", reporter ? &*reporter : nullptr);
   s.set_nodelay();
   // A live store answers the handshake in microseconds, so it gets a short limit of its own rather
   // than the whole timeout: whatever stays silent that long is not a store that will answer.
-  const Deadline handshake = std::min(deadline, Clock::now() + kHandshakeLimit);
+  const Deadline handshake_by = std::min(deadline, Clock::now() + kHandshakeLimit);
   const milliseconds handshake_ms =
-      std::min(kHandshakeLimit, std::chrono::ceil<milliseconds>(handshake - Clock::now()));
-  const std::string ours = options.token.empty() ? "sends none" : str("sends one of ", options.token.size(), " bytes");
+      std::min(kHandshakeLimit, std::chrono::ceil<milliseconds>(handshake_by - Clock::now()));
+  const std::string ours =
+      options.token().empty() ? "sends none" : str("sends one of ", options.token().size(), " bytes");
   uint8_t status = 0xff;
-  switch (net::handshake(s, options.token, request_header(Command::Ping, {}), handshake, status)) {
-    case net::Handshake::Answered: break;
-    case net::Handshake::Closed:
+  switch (handshake(s, options.token(), request_header(Command::Ping, {}), handshake_by, status)) {
+    case Handshake::Answered: break;
+    case Handshake::Closed:
       throw Error(str("TCPStore: the store at ", address, " did not accept this connection: it closed it without ",
                       "answering the handshake, as a ringgrad store does when the job token differs. Every process ",
                       "of a job must use the same RINGGRAD_JOB_TOKEN, and this one ", ours));
-    case net::Handshake::Silent:
+    case Handshake::Silent:
       throw Error(str("TCPStore: connected to ", address, ", but nothing answered the handshake within ",
                       handshake_ms.count(), " ms: the process listening there is not a ringgrad store, or it is ",
                       "stopped (a rank 0 suspended by Ctrl-Z or SIGSTOP accepts connections but never answers); ",
@@ -187,17 +184,17 @@ void TCPStore::Impl::throw_timed_out(const std::string& what, milliseconds timeo
 }
 
 TCPStore::TCPStore(const TCPStoreOptions& options) : impl_(std::make_unique<Impl>()) {
-  RINGGRAD_CHECK(options.max_value_bytes >= 0 && options.max_value_bytes <= UINT32_MAX,
+  RINGGRAD_CHECK(options.max_value_bytes() >= 0 && options.max_value_bytes() <= UINT32_MAX,
                  "TCPStore: expected max_value_bytes in [0, 4294967295] (lengths travel as u32), got ",
-                 options.max_value_bytes);
-  RINGGRAD_CHECK(options.token.size() <= net::kMaxTokenBytes, "TCPStore: expected a job token of at most ",
-                 net::kMaxTokenBytes, " bytes, got ", options.token.size());
+                 options.max_value_bytes());
+  RINGGRAD_CHECK(options.token().size() <= kMaxTokenBytes, "TCPStore: expected a job token of at most ", kMaxTokenBytes,
+                 " bytes, got ", options.token().size());
   impl_->options = options;
-  set_timeout(options.timeout);
-  if (options.is_server) impl_->server = std::make_unique<StoreServer>(options);
-  impl_->port = impl_->server ? impl_->server->port() : options.port;
-  impl_->address = str(options.host, ":", impl_->port);
-  impl_->connect(options.timeout);  // the server process is a client too, like every rank
+  set_timeout(options.timeout());
+  if (options.is_server()) impl_->server = std::make_unique<StoreServer>(options);
+  impl_->port = impl_->server ? impl_->server->port() : options.port();
+  impl_->address = str(options.host(), ":", impl_->port);
+  impl_->connect(options.timeout());  // the server process is a client too, like every rank
 }
 
 TCPStore::~TCPStore() = default;
@@ -212,8 +209,8 @@ TCPStore::Refused TCPStore::refused_connections() const {
 void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   const std::string what = "TCPStore set(" + quoted(key) + ")";
   check_key(what, key);
-  RINGGRAD_CHECK(static_cast<int64_t>(value.size()) <= impl_->options.max_value_bytes, what,
-                 ": expected a value of at most ", impl_->options.max_value_bytes,
+  RINGGRAD_CHECK(static_cast<int64_t>(value.size()) <= impl_->options.max_value_bytes(), what,
+                 ": expected a value of at most ", impl_->options.max_value_bytes(),
                  " bytes (TCPStoreOptions::max_value_bytes), got ", value.size(), " bytes");
   std::vector<uint8_t> request = request_header(Command::Set, {key});
   put_bytes(request, value.data(), value.size());
@@ -226,7 +223,7 @@ std::vector<uint8_t> TCPStore::get(const std::string& key) {
   std::vector<uint8_t> request = request_header(Command::Get, {key});
   put_i64(request, timeout().count());
   std::vector<uint8_t> value;
-  const uint64_t max_bytes = static_cast<uint64_t>(impl_->options.max_value_bytes);
+  const auto max_bytes = static_cast<uint64_t>(impl_->options.max_value_bytes());
   const Impl::Outcome outcome = impl_->exchange(what, request, timeout(), timeout() + kReplyGrace,
                                                 [&](const ReplyReader& reply) { value = reply.bytes(max_bytes); });
   if (outcome.timed_out) impl_->throw_timed_out(what, timeout(), Impl::Outcome{});

@@ -14,7 +14,6 @@
 
 namespace ringgrad {
 namespace parallel {
-namespace tcpstore {
 namespace {
 
 using detail::str;
@@ -163,10 +162,9 @@ std::string quoted(const std::vector<std::string>& keys) {
   return out;
 }
 
-net::Deadline deadline_after(milliseconds timeout) {
-  return net::deadline_in(std::clamp(timeout, milliseconds(0), milliseconds(kMaxHoldMs)));
+Deadline deadline_after(milliseconds timeout) {
+  return deadline_in(std::clamp(timeout, milliseconds(0), milliseconds(kMaxHoldMs)));
 }
 
-}  // namespace tcpstore
 }  // namespace parallel
 }  // namespace ringgrad

@@ -28,11 +28,10 @@
 #include <string>
 #include <vector>
 
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 
 namespace ringgrad {
 namespace parallel {
-namespace tcpstore {
 
 enum class Command : uint8_t { Set = 1, Get = 2, Add = 3, Wait = 4, Check = 5, Delete = 6, Ping = 7 };
 enum class Status : uint8_t { Ok = 0, Error = 1, TimedOut = 2 };
@@ -83,8 +82,7 @@ std::string quoted(const std::string& key);
 // 'a', 'b', 'c'; past eight keys, only a count of the rest.
 std::string quoted(const std::vector<std::string>& keys);
 // A deadline `timeout` from now, clamped to [0, kMaxHoldMs].
-net::Deadline deadline_after(std::chrono::milliseconds timeout);
+Deadline deadline_after(std::chrono::milliseconds timeout);
 
-}  // namespace tcpstore
 }  // namespace parallel
 }  // namespace ringgrad

@@ -22,11 +22,9 @@
 
 namespace ringgrad {
 namespace parallel {
-namespace tcpstore {
 namespace {
 
 using detail::str;
-using net::Clock;
 using std::chrono::milliseconds;
 
 // How much the server reads from one connection per poll round, so one big set cannot starve the rest.
@@ -46,7 +44,7 @@ void raise_fd_limit() {
 }  // namespace
 
 StoreServer::StoreServer(const TCPStoreOptions& options)
-    : listener_(options.host, options.port), token_(options.token), max_value_bytes_(options.max_value_bytes) {
+    : listener_(options.host(), options.port()), token_(options.token()), max_value_bytes_(options.max_value_bytes()) {
   raise_fd_limit();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   RINGGRAD_CHECK(wake_fd_ >= 0, "TCPStore server: cannot create an eventfd: ", std::system_category().message(errno));
@@ -105,7 +103,7 @@ int StoreServer::next_timeout_ms() const {
 
 void StoreServer::accept_all() {
   for (;;) {
-    net::Socket s;
+    Socket s;
     try {
       s = listener_.try_accept();
       if (!s.valid()) return;
@@ -191,7 +189,7 @@ bool StoreServer::authenticate(Connection& c) {
   }
   if (c.in.size() < 4 + size_t{n}) return false;
   const std::string got(c.in.begin() + 4, c.in.begin() + 4 + n);
-  if (!net::tokens_equal(got, token_)) {
+  if (!tokens_equal(got, token_)) {
     c.dead = true;
     ++refused_token_;
     return false;
@@ -372,6 +370,5 @@ std::vector<std::string> StoreServer::missing(const std::vector<std::string>& ke
   return absent;
 }
 
-}  // namespace tcpstore
 }  // namespace parallel
 }  // namespace ringgrad

@@ -14,18 +14,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 #include <ringgrad/parallel/store.h>
 #include "parallel/store_protocol.h"
 
 namespace ringgrad {
 namespace parallel {
-namespace tcpstore {
 
 // One client connection, as the server sees it.
 struct Connection {
-  explicit Connection(net::Socket s) : socket(std::move(s)) {}
-  net::Socket socket;
+  explicit Connection(Socket s) : socket(std::move(s)) {}
+  Socket socket;
   bool authenticated = false;  // has presented the job token, or none is required
   bool dead = false;           // closed at the end of this poll round
   // The client shut its sending side (or its connection broke): what it sent is still served, and
@@ -38,7 +37,7 @@ struct Connection {
   // `waiting_on`, one of its missing keys, and answered when that key is set or `deadline` passes.
   std::optional<Request> held;
   std::string waiting_on;
-  net::Clock::time_point deadline;  // of the held request, or of the token handshake
+  Clock::time_point deadline;  // of the held request, or of the token handshake
 };
 
 class StoreServer {
@@ -74,7 +73,7 @@ class StoreServer {
   void close_dead();
   std::vector<std::string> missing(const std::vector<std::string>& keys) const;
 
-  net::Listener listener_;
+  Listener listener_;
   std::string token_;
   int64_t max_value_bytes_;
   int wake_fd_ = -1;                                           // the destructor writes here to wake poll()
@@ -90,6 +89,5 @@ class StoreServer {
   std::thread thread_;  // last: starts once everything above exists
 };
 
-}  // namespace tcpstore
 }  // namespace parallel
 }  // namespace ringgrad

@@ -52,6 +52,9 @@ PRIVATE = [
     ("core/base/cuda_check.h", {"base", "kernels", "parallel"}),  # needs CUDA's headers; not installed
     ("parallel/store_protocol.h", {"parallel"}),  # TCPStore's wire format: parallel/store.h is the API
     ("parallel/store_server.h", {"parallel"}),
+    ("parallel/socket.h", {"parallel"}),  # TCP with deadlines, for the store, rendezvous and the ring
+    ("parallel/ring/", {"parallel"}),  # the ring backend: it registers itself; init_process_group is the API
+    ("parallel/nccl/", {"parallel"}),  # the NCCL backend, likewise
 ]
 
 # Programs that measure one kernel itself and so include its private header, each with the reason.
@@ -142,7 +145,7 @@ def self_test():
         "nn/module.h": '#include "kernels/backend.h"\n',                  # nn -> kernels: skips core
         "nn/optim/sgd.cpp": '#include "core/ops/op_utils.h"\n',           # private to core
         "parallel/ddp.cpp": '#include <ringgrad/kernels/cuda/runtime.h>\n#include "nn/module.h"\n',
-        "tools/ringrun.cpp": '#include "core/tensor.h"\n',                 # the launcher links nothing
+        "tools/launch/ringrun.cpp": '#include "core/tensor.h"\n',                 # the launcher links nothing
         "bench/bench_x.cpp": '#include "kernels/cpu/gemm.h"\n#include "kernels/backend.h"\n',
         "tests/test_x.cpp": '#include "kernels/cpu/gemm.h"\n',            # tests may include anything
         "kernels/backend.h": "", "kernels/cuda/runtime.h": "", "kernels/cpu/gemm.h": "",
@@ -155,7 +158,7 @@ def self_test():
         "nn/module.h:1: includes kernels/backend.h: nn may",
         "nn/optim/sgd.cpp:1: includes core/ops/op_utils.h: core/ops/op_utils.h is private",
         "parallel/ddp.cpp:1: includes kernels/cuda/runtime.h: parallel may",
-        "tools/ringrun.cpp:1: includes core/tensor.h: tools may",
+        "tools/launch/ringrun.cpp:1: includes core/tensor.h: tools may",
         "bench/bench_x.cpp:1: includes kernels/cpu/gemm.h: kernels/cpu/ is private",
     ]
     with tempfile.TemporaryDirectory() as root:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/tsan.sh: the threaded tests under ThreadSanitizer, built with clang 14 (CI's stage 2/4).
+# tools/tsan.sh: the threaded tests under ThreadSanitizer, built with clang 14 (CI's stage 3/5).
 #
 #   bash tools/tsan.sh            configure build-tsan/, build the tests and their workers, run them
 #

@@ -43,7 +43,7 @@ ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_
   reset_peak_memory(device);
   auto model = make_model(o, device);
   parallel::DistributedDataParallel<nn::MLP> ddp(model, group, v.options);
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(o.lr).momentum(0.9));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(o.lr).momentum(0.9));
   const std::vector<std::string> keys = {"forward", "backward", "comm", "exposed_comm", "copy_back", "optimizer"};
   std::map<std::string, std::vector<double>> parts;
   std::vector<double> step_ms;

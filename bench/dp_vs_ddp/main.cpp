@@ -29,7 +29,7 @@
 
 #include "../bench_launch.h"
 #include "../bench_util.h"
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 #include "modes.h"
 #include "peak_memory.h"
 #include "report.h"

@@ -35,7 +35,7 @@ ModeResult run_single(const Options& o, const Data& global, std::vector<double>&
   const Data data = shard(global, 0, 1, device);
   reset_peak_memory(device);
   auto model = make_model(o, device);
-  optim::SGD opt(model->parameters(), optim::SGDOptions(o.lr).momentum(0.9));
+  nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(o.lr).momentum(0.9));
   ModeResult r;
   r.mode = r.id = "single";
   r.devices = 1;
@@ -84,7 +84,7 @@ ModeResult run_dp(const Options& o, const Data& global, std::vector<double>& fin
   for (Device d : devices) reset_peak_memory(d);
   auto model = make_model(o, devices[0]);
   parallel::DataParallel<nn::MLP> dp(model, devices);
-  optim::SGD opt(dp.parameters(), optim::SGDOptions(o.lr).momentum(0.9));
+  nn::optim::SGD opt(dp.parameters(), nn::optim::SGDOptions(o.lr).momentum(0.9));
   ModeResult r;
   r.mode = r.id = "dp";
   r.devices = n;

@@ -115,7 +115,7 @@ inline Data make_data(const Options& o, int batches = 4) {
   if (o.data == "fashion-mnist") {
     RINGGRAD_CHECK(in == 784 && classes == 10, "dp_vs_ddp: --data fashion-mnist needs layers 784,...,10, got ",
                    o.model_name());
-    const data::FashionMNIST train(data::Split::Train);
+    const nn::data::FashionMNIST train(nn::data::Split::Train);
     RINGGRAD_CHECK(train.size() >= batches * o.batch, "dp_vs_ddp: Fashion-MNIST has ", train.size(),
                    " images, fewer than ", batches, " batches of ", o.batch);
     const Tensor pixels = train.images().reshape({train.size(), 784}).to(DType::f32) * (1.0 / 255.0);

@@ -62,8 +62,9 @@ struct LaterFirst {  // ready nodes: the most recently created runs first
 // Callers hold task.mutex in parallel mode.
 bool deliver(GraphTask& task, Node* node, int input_nr, const Tensor& grad) {
   std::vector<Tensor>& buffer = task.buffers[node];
-  if (static_cast<int>(buffer.size()) <= input_nr) buffer.resize(input_nr + 1);
-  if (grad.defined()) buffer[input_nr] = buffer[input_nr].defined() ? add(buffer[input_nr], grad) : grad;
+  const auto slot = static_cast<size_t>(input_nr);  // an input's index, never negative
+  if (buffer.size() <= slot) buffer.resize(slot + 1);
+  if (grad.defined()) buffer[slot] = buffer[slot].defined() ? add(buffer[slot], grad) : grad;
   return --task.dependencies[node] == 0;
 }
 
@@ -170,8 +171,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& r
   std::vector<Node*> stack;
   std::set<Device> devices;
   std::unordered_map<Node*, bool> seen;
-  for (size_t i = 0; i < roots.size(); ++i) {
-    const Tensor& root = roots[i];
+  for (const Tensor& root : roots) {
     RINGGRAD_CHECK(root.defined() && root.requires_grad(),
                    "backward: expected a tensor that requires grad (an op output with a grad_fn, or a leaf with "
                    "requires_grad_()), got one that does not");

@@ -1,8 +1,9 @@
-// core/autograd/node.h: the backward graph's vertices.
-//
-// Each differentiable op records one Node. Its apply() takes the gradient w.r.t. the op's output and
-// returns one gradient per input; next_edges[i] says where gradient i goes: to the Node that produced
-// input i, or to the AccumulateGrad node of a leaf. An invalid edge means "this input needs no grad".
+/// @file
+/// core/autograd/node.h: the backward graph's vertices.
+///
+/// Each differentiable op records one Node. Its apply() takes the gradient w.r.t. the op's output and
+/// returns one gradient per input; next_edges[i] says where gradient i goes: to the Node that produced
+/// input i, or to the AccumulateGrad node of a leaf. An invalid edge means "this input needs no grad".
 #pragma once
 
 #include <cstdint>
@@ -14,58 +15,68 @@
 
 namespace ringgrad {
 
+/// One input of a Node in the backward graph: the node that receives the gradient, and which of its
+/// inputs it is.
 struct Edge {
-  std::shared_ptr<Node> node;  // null: the input does not require grad
-  int input_nr = 0;            // which of node's gradient inputs this edge feeds
-  bool valid() const { return node != nullptr; }
+  std::shared_ptr<Node> node;                     ///< null: the input does not require grad
+  int input_nr = 0;                               ///< which of node's gradient inputs this edge feeds
+  bool valid() const { return node != nullptr; }  ///< false when the input does not require grad
 };
 
+/// A backward function in the autograd graph ("TanhBackward"): it receives the gradients w.r.t. the
+/// outputs of its forward op and returns the gradients w.r.t. its inputs, one per next_edges entry.
+/// Ops create nodes with record(); the engine (engine.h) runs apply() on the node's device.
 struct Node : std::enable_shared_from_this<Node> {
-  Node();
+  Node();  ///< takes the next sequence_nr
   virtual ~Node() = default;
 
-  virtual const char* name() const = 0;
+  virtual const char* name() const = 0;  ///< "TanhBackward": for messages and anomaly reports
+  /// The backward: gradients w.r.t. the forward's inputs (undefined for inputs that need none).
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
 
-  std::vector<Edge> next_edges;
-  Device device;                      // where the engine runs apply(): the device of the forward's output
-  uint64_t sequence_nr;               // creation order; the engine prefers later nodes (reverse of forward)
-  std::vector<TensorHook> pre_hooks;  // Tensor::register_hook on the output of this node
-  bool released = false;              // a backward without retain_graph ran through this node
+  std::vector<Edge> next_edges;       ///< where each input's gradient goes, in the forward's input order
+  Device device;                      ///< where the engine runs apply(): the device of the forward's output
+  uint64_t sequence_nr;               ///< creation order; the engine prefers later nodes (reverse of forward)
+  std::vector<TensorHook> pre_hooks;  ///< Tensor::register_hook on the output of this node
+  bool released = false;              ///< a backward without retain_graph ran through this node
 };
 
-// Holds a tensor a backward needs. It is stored detached: keeping the output y with its grad_fn
-// inside y's own grad_fn would be a reference cycle that is never freed.
+/// Holds a tensor a backward needs. It is stored detached: keeping the output y with its grad_fn
+/// inside y's own grad_fn would be a reference cycle that is never freed.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : tensor_(t.detach()) {}
-  const Tensor& unpack() const { return tensor_; }
+  explicit SavedTensor(const Tensor& t) : tensor_(t.detach()) {}  ///< stores t detached
+  const Tensor& unpack() const { return tensor_; }                ///< the saved (detached) tensor
 
  private:
   Tensor tensor_;
 };
 
-inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }
+inline SavedTensor save(const Tensor& t) { return SavedTensor(t); }  ///< SavedTensor(t), to read well in ops
 
-// Leaves' gradient sink: sums incoming gradients into .grad, then runs post-accumulate hooks.
+/// Leaves' gradient sink: sums incoming gradients into .grad, then runs post-accumulate hooks.
 struct AccumulateGrad final : Node {
-  explicit AccumulateGrad(Tensor leaf);
+  explicit AccumulateGrad(Tensor leaf);  ///< the sink of `leaf` (Tensor::grad_accumulator makes it)
   const char* name() const override { return "AccumulateGrad"; }
+  /// Runs the leaf's gradient hooks on grad_outputs[0], adds the result into leaf's .grad (or sets it
+  /// when undefined), then runs the post-accumulate hooks.
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
-  Tensor leaf;  // strong: the node lives only as long as some graph points at it
+  Tensor leaf;  ///< strong: the node lives only as long as some graph points at it
 };
 
-// True when grad mode is on and any of `inputs` requires grad: the op must record a node.
+///@{
+/// True when grad mode is on and any of `inputs` requires grad: the op must record a node.
 bool needs_grad(const Tensor& a);
 bool needs_grad(const Tensor& a, const Tensor& b);
 bool needs_grad(const std::vector<Tensor>& inputs);
+///@}
 
-// The edge along which a gradient w.r.t. `t` travels (invalid when t needs no grad).
+/// The edge along which a gradient w.r.t. `t` travels (invalid when t needs no grad).
 Edge gradient_edge(const Tensor& t);
 
-// Makes `output` the result of a new NodeT whose edges lead to `inputs`, and returns the node so the
-// caller can fill in what the backward needs:   record<TanhBackward>(y, {x}).y = save(y);
+/// Makes `output` the result of a new NodeT whose edges lead to `inputs`, and returns the node so the
+/// caller can fill in what the backward needs:   record<TanhBackward>(y, {x}).y = save(y);
 template <typename NodeT, typename Inputs>
 NodeT& record_node(const Tensor& output, const Inputs& inputs) {
   auto node = std::make_shared<NodeT>();
@@ -78,6 +89,8 @@ NodeT& record_node(const Tensor& output, const Inputs& inputs) {
   meta.output_nr = 0;
   return *node;
 }
+///@{
+/// record_node for a braced list or a vector of inputs: what ops call.
 template <typename NodeT>
 NodeT& record(const Tensor& output, std::initializer_list<Tensor> inputs) {
   return record_node<NodeT>(output, inputs);
@@ -86,5 +99,6 @@ template <typename NodeT>
 NodeT& record(const Tensor& output, const std::vector<Tensor>& inputs) {
   return record_node<NodeT>(output, inputs);
 }
+///@}
 
 }  // namespace ringgrad

@@ -14,7 +14,7 @@ class HostAllocator final : public Allocator {
   void* allocate(int64_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     // aligned_alloc requires a size that is a multiple of the alignment.
-    const size_t rounded = static_cast<size_t>((nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
+    const auto rounded = static_cast<size_t>((nbytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment);
     void* p = std::aligned_alloc(kHostAlignment, rounded);
     RINGGRAD_CHECK(p != nullptr, "host allocator: out of memory allocating ", nbytes, " bytes");
     return p;

@@ -1,4 +1,5 @@
-// core/base/dtype.h: the element types a tensor can hold.
+/// @file
+/// core/base/dtype.h: the element types a tensor can hold.
 #pragma once
 
 #include <cstdint>
@@ -6,15 +7,16 @@
 
 namespace ringgrad {
 
-// float32 is the working type everywhere; float64 exists on CPU for gradient checks; int64 holds
-// labels and indices; uint8 raw data (images). bfloat16 is reserved for the CUDA tensor-core path
-// and is rejected by the CPU kernels.
+/// float32 is the working type everywhere; float64 exists on CPU for gradient checks; int64 holds
+/// labels and indices; uint8 raw data (images). bfloat16 is reserved for the CUDA tensor-core path
+/// and is rejected by the CPU kernels.
 enum class DType : uint8_t { f32, f64, i64, u8, bf16 };
 
+/// Bytes per element.
 inline int64_t dtype_size(DType dt) {
   switch (dt) {
     case DType::f32: return 4;
-    case DType::f64: return 8;
+    case DType::f64:
     case DType::i64: return 8;
     case DType::u8: return 1;
     case DType::bf16: return 2;
@@ -22,7 +24,7 @@ inline int64_t dtype_size(DType dt) {
   return 0;
 }
 
-// Names follow PyTorch ("float32"), so error messages read the same to its users.
+/// Names follow PyTorch ("float32"), so error messages read the same to its users.
 inline const char* dtype_name(DType dt) {
   switch (dt) {
     case DType::f32: return "float32";
@@ -34,28 +36,33 @@ inline const char* dtype_name(DType dt) {
   return "?";
 }
 
+/// True for float32, float64 and bfloat16.
 inline bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
 
-inline std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }
+inline std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }  ///< prints dtype_name(dt)
 
-// Maps a C++ type to its DType, for typed accessors such as data<float>() and item<double>().
+/// Maps a C++ type to its DType, for typed accessors such as `data<float>()` and `item<double>()`.
 template <typename T>
 struct dtype_of;
+/// float -> DType::f32.
 template <>
 struct dtype_of<float> {
-  static constexpr DType value = DType::f32;
+  static constexpr DType value = DType::f32;  ///< the DType of the C++ type
 };
+/// double -> DType::f64.
 template <>
 struct dtype_of<double> {
-  static constexpr DType value = DType::f64;
+  static constexpr DType value = DType::f64;  ///< the DType of the C++ type
 };
+/// int64_t -> DType::i64.
 template <>
 struct dtype_of<int64_t> {
-  static constexpr DType value = DType::i64;
+  static constexpr DType value = DType::i64;  ///< the DType of the C++ type
 };
+/// uint8_t -> DType::u8.
 template <>
 struct dtype_of<uint8_t> {
-  static constexpr DType value = DType::u8;
+  static constexpr DType value = DType::u8;  ///< the DType of the C++ type
 };
 
 }  // namespace ringgrad

@@ -46,7 +46,7 @@ StridedDesc broadcast_desc(const Tensor& t, const Shape& shape) {
   return d;
 }
 
-Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+Tensor binary_forward(kernels::BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   ops::check_floating(name, a, "a");
   ops::check_floating(name, b, "b");
   ops::check_same(name, a, b);
@@ -102,7 +102,7 @@ struct DivBackward final : Node {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
+  Tensor out = binary_forward(kernels::BinaryOp::Add, "add", a, b);
   if (needs_grad(a, b)) {
     auto& node = record<AddBackward>(out, {a, b});
     node.a_shape = a.shape();
@@ -112,7 +112,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b);
+  Tensor out = binary_forward(kernels::BinaryOp::Sub, "sub", a, b);
   if (needs_grad(a, b)) {
     auto& node = record<SubBackward>(out, {a, b});
     node.a_shape = a.shape();
@@ -122,7 +122,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b);
+  Tensor out = binary_forward(kernels::BinaryOp::Mul, "mul", a, b);
   if (needs_grad(a, b)) {
     auto& node = record<MulBackward>(out, {a, b});
     node.a_shape = a.shape();
@@ -134,7 +134,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(BinaryOp::Div, "div", a, b);
+  Tensor out = binary_forward(kernels::BinaryOp::Div, "div", a, b);
   if (needs_grad(a, b)) {
     auto& node = record<DivBackward>(out, {a, b});
     node.a_shape = a.shape();

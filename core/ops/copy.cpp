@@ -39,14 +39,15 @@ Tensor copy_to(const Tensor& src, Device device, DType dtype) {
     Tensor dense = src;
     if (!src.is_contiguous() || src.dtype() != wire) dense = copy_to(src, from, wire);
     Tensor landed = empty(src.shape(), TensorOptions(wire).device(device));
-    backend_for(DeviceKind::CUDA, "to")
+    kernels::backend_for(DeviceKind::CUDA, "to")
         .copy_between(from.kind, from.index, dense.data(), device.kind, device.index, landed.data(),
                       dense.numel() * dtype_size(wire));
     return wire == dtype ? landed : copy_to(landed, device, dtype);
   }
   Tensor dst = empty(src.shape(), TensorOptions(dtype).device(device));
   if (src.numel() == 0) return dst;
-  backend_for(device.kind, "to").copy(src.dtype(), ops::desc_of(src), dtype, ops::desc_of(dst), ops::stream_of(dst));
+  kernels::backend_for(device.kind, "to")
+      .copy(src.dtype(), ops::desc_of(src), dtype, ops::desc_of(dst), ops::stream_of(dst));
   return dst;
 }
 
@@ -95,7 +96,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   // directly (DataParallel's gather writes each replica's output into its slice this way).
   const bool same_memory = src.device() == device() || (src.device().is_cpu() && device().is_cpu());
   const Tensor here = same_memory ? src : src.detach().to(device());
-  backend_for(device().kind, "copy_")
+  kernels::backend_for(device().kind, "copy_")
       .copy(here.dtype(), ops::desc_of(here), dtype(), ops::desc_of(*this), ops::stream_of(*this));
   return *this;
 }

@@ -88,7 +88,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                  " (the input's shape), got ", target.shape());
   // Composed of differentiable ops, so its backward, 2 (input - target) g / n, comes for free.
   const Tensor diff = input - target;
-  const Tensor squared = diff * diff;
+  Tensor squared = diff * diff;  // not const, so `return squared` can move it
   if (reduction == Reduction::None) return squared;
   return reduction == Reduction::Sum ? sum(squared) : mean(squared);
 }

@@ -46,7 +46,7 @@ void gemm_into(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& bias, 
                Activation activation = Activation::None) {
   if (c.numel() == 0) return;
   const Operand oa = operand_of(a), ob = operand_of(b);
-  GemmArgs args;
+  kernels::GemmArgs args;
   args.dtype = a.dtype();
   args.m = a.size(-2);
   args.k = a.size(-1);
@@ -103,7 +103,7 @@ struct LinearBackward final : Node {
       dy = empty_like(dense);
       if (dy.numel() > 0)
         ops::backend_of(y, "linear backward")
-            .unary_backward(UnaryOp::Relu, y.dtype(), y.data(), dense.data(), dy.data(), dy.numel(), 0.0,
+            .unary_backward(kernels::UnaryOp::Relu, y.dtype(), y.data(), dense.data(), dy.data(), dy.numel(), 0.0,
                             ops::stream_of(y));
     }
     return {next_edges[0].valid() ? matmul(dy, weight.unpack()) : Tensor(),

@@ -40,12 +40,14 @@ inline void check_same(const char* op, const Tensor& a, const Tensor& b, const c
                  ".to(Device::", a.device().is_cpu() ? "cpu(" : "cuda(", a.device().index, "))");
 }
 
-inline Backend& backend_of(const Tensor& t, const char* op) { return backend_for(t.device().kind, op); }
+inline kernels::Backend& backend_of(const Tensor& t, const char* op) {
+  return kernels::backend_for(t.device().kind, op);
+}
 
 // The device stream kernels run on: null on the CPU; on cuda:k the CUDA backend's stream of that GPU,
 // so all of a device's work runs in order.
 inline Stream stream_of(const Tensor& t) {
-  return backend_for(t.device().kind, "stream_of").stream_for(t.device().index);
+  return kernels::backend_for(t.device().kind, "stream_of").stream_for(t.device().index);
 }
 
 // The int64 elements (labels, indices) of t as a kernel argument, on whatever device t lives;

@@ -54,7 +54,8 @@ void mul_(const Tensor& x, double s, const char* op) {
   ops::check_floating(op, x);
   RINGGRAD_CHECK(x.is_contiguous(), op, ": expected a dense x, got shape ", x.shape(), " with strides ", x.strides());
   if (x.numel() == 0) return;
-  ops::backend_of(x, op).unary(UnaryOp::MulScalar, x.dtype(), x.data(), x.data(), x.numel(), s, ops::stream_of(x));
+  ops::backend_of(x, op).unary(kernels::UnaryOp::MulScalar, x.dtype(), x.data(), x.data(), x.numel(), s,
+                               ops::stream_of(x));
 }
 
 }  // namespace ringgrad

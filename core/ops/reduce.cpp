@@ -96,8 +96,8 @@ Tensor sum(const Tensor& x, const Shape& dims_in, bool keepdim) {
   }
   Tensor out = empty(out_shape, TensorOptions(x.dtype()).device(x.device()));
   if (out.numel() > 0)
-    ops::backend_of(x, "sum").reduce(ReduceOp::Sum, x.dtype(), src.data(), out.data(), nullptr, outer, r, inner,
-                                     ops::stream_of(x));
+    ops::backend_of(x, "sum").reduce(kernels::ReduceOp::Sum, x.dtype(), src.data(), out.data(), nullptr, outer, r,
+                                     inner, ops::stream_of(x));
   if (needs_grad(x)) {
     auto& node = record<SumBackward>(out, {x});
     node.input_shape = x.shape();
@@ -133,7 +133,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim_in, bool keepdim) {
   Tensor values = empty(keep_shape, TensorOptions(x.dtype()).device(x.device()));
   Tensor indices = empty(keep_shape, TensorOptions(DType::i64).device(x.device()));
   if (values.numel() > 0)
-    ops::backend_of(x, "max").reduce(ReduceOp::Max, x.dtype(), xc.data(), values.data(),
+    ops::backend_of(x, "max").reduce(kernels::ReduceOp::Max, x.dtype(), xc.data(), values.data(),
                                      static_cast<int64_t*>(indices.data()), outer, xc.size(dim), inner,
                                      ops::stream_of(x));
   if (needs_grad(x)) {

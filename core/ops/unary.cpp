@@ -11,12 +11,12 @@ namespace ringgrad {
 namespace {
 
 struct UnaryBackward final : Node {
-  UnaryOp op = UnaryOp::Neg;
+  kernels::UnaryOp op = kernels::UnaryOp::Neg;
   double alpha = 0.0;
-  SavedTensor saved;  // x, y or nothing, as unary_saved(op) says
-  const char* name() const override { return unary_backward_name(op); }
+  SavedTensor saved;  // x, y or nothing, as kernels::unary_saved(op) says
+  const char* name() const override { return kernels::unary_backward_name(op); }
   std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
-    if (op == UnaryOp::AddScalar) return {g[0]};  // d(x + s)/dx = 1: no kernel needed
+    if (op == kernels::UnaryOp::AddScalar) return {g[0]};  // d(x + s)/dx = 1: no kernel needed
     const Tensor dy = g[0].contiguous();
     Tensor dx = empty_like(dy);
     const Tensor& s = saved.unpack();
@@ -28,8 +28,8 @@ struct UnaryBackward final : Node {
   }
 };
 
-Tensor unary(UnaryOp op, const Tensor& x, double alpha = 0.0) {
-  const char* name = unary_name(op);
+Tensor unary(kernels::UnaryOp op, const Tensor& x, double alpha = 0.0) {
+  const char* name = kernels::unary_name(op);
   ops::check_floating(name, x);
   const Tensor xc = x.contiguous();  // kernels see dense memory only
   Tensor y = empty_like(xc);
@@ -39,29 +39,29 @@ Tensor unary(UnaryOp op, const Tensor& x, double alpha = 0.0) {
     auto& node = record<UnaryBackward>(y, {x});
     node.op = op;
     node.alpha = alpha;
-    const unary_ops::Saved s = unary_saved(op);
-    if (s == unary_ops::Saved::X) node.saved = save(xc);
-    if (s == unary_ops::Saved::Y) node.saved = save(y);
+    const kernels::unary_ops::Saved s = kernels::unary_saved(op);
+    if (s == kernels::unary_ops::Saved::X) node.saved = save(xc);
+    if (s == kernels::unary_ops::Saved::Y) node.saved = save(y);
   }
   return y;
 }
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary(UnaryOp::Neg, x); }
-Tensor exp(const Tensor& x) { return unary(UnaryOp::Exp, x); }
-Tensor log(const Tensor& x) { return unary(UnaryOp::Log, x); }
-Tensor sqrt(const Tensor& x) { return unary(UnaryOp::Sqrt, x); }
-Tensor pow(const Tensor& x, double exponent) { return unary(UnaryOp::PowScalar, x, exponent); }
-Tensor relu(const Tensor& x) { return unary(UnaryOp::Relu, x); }
+Tensor neg(const Tensor& x) { return unary(kernels::UnaryOp::Neg, x); }
+Tensor exp(const Tensor& x) { return unary(kernels::UnaryOp::Exp, x); }
+Tensor log(const Tensor& x) { return unary(kernels::UnaryOp::Log, x); }
+Tensor sqrt(const Tensor& x) { return unary(kernels::UnaryOp::Sqrt, x); }
+Tensor pow(const Tensor& x, double exponent) { return unary(kernels::UnaryOp::PowScalar, x, exponent); }
+Tensor relu(const Tensor& x) { return unary(kernels::UnaryOp::Relu, x); }
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
-  return unary(approximate == GeluApproximate::Tanh ? UnaryOp::GeluTanh : UnaryOp::GeluErf, x);
+  return unary(approximate == GeluApproximate::Tanh ? kernels::UnaryOp::GeluTanh : kernels::UnaryOp::GeluErf, x);
 }
-Tensor tanh(const Tensor& x) { return unary(UnaryOp::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::Sigmoid, x); }
-Tensor silu(const Tensor& x) { return unary(UnaryOp::Silu, x); }
-Tensor add(const Tensor& x, double s) { return unary(UnaryOp::AddScalar, x, s); }
-Tensor mul(const Tensor& x, double s) { return unary(UnaryOp::MulScalar, x, s); }
-Tensor rdiv(double s, const Tensor& x) { return unary(UnaryOp::RDivScalar, x, s); }
+Tensor tanh(const Tensor& x) { return unary(kernels::UnaryOp::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary(kernels::UnaryOp::Sigmoid, x); }
+Tensor silu(const Tensor& x) { return unary(kernels::UnaryOp::Silu, x); }
+Tensor add(const Tensor& x, double s) { return unary(kernels::UnaryOp::AddScalar, x, s); }
+Tensor mul(const Tensor& x, double s) { return unary(kernels::UnaryOp::MulScalar, x, s); }
+Tensor rdiv(double s, const Tensor& x) { return unary(kernels::UnaryOp::RDivScalar, x, s); }
 
 }  // namespace ringgrad

@@ -50,7 +50,7 @@ struct SliceBackward final : Node {
     if (g[0].numel() == 0) return {grad_input};  // an empty slice took nothing, so gives nothing back
     const int64_t end = start + (g[0].size(dim) - 1) * step + 1;
     Tensor region = grad_input.slice(dim, start, end, step);
-    backend_for(region.device().kind, "slice backward")
+    kernels::backend_for(region.device().kind, "slice backward")
         .copy(g[0].dtype(), ops::desc_of(g[0]), region.dtype(), ops::desc_of(region), ops::stream_of(region));
     return {grad_input};
   }
@@ -123,7 +123,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 
 Tensor Tensor::permute(const Shape& dims) const {
   RINGGRAD_CHECK(dims.size() == dim(), "permute: expected ", dim(), " dims, got ", dims);
-  Shape shape, strides, inverse = dims, seen(Shape(std::vector<int64_t>(dim(), 0)));
+  Shape shape, strides, inverse = dims, seen(Shape(std::vector<int64_t>(static_cast<size_t>(dim()), 0)));
   for (int64_t i = 0; i < dim(); ++i) {
     const int64_t d = ops::wrap_dim(dims[i], dim(), "permute");
     RINGGRAD_CHECK(!seen[d], "permute: expected a permutation of 0..", dim() - 1, ", got ", dims);

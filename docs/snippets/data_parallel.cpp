@@ -12,7 +12,7 @@ int main() {
   // [dp_loop]
   auto model = std::make_shared<Mlp>(784, 256, 10);  // lives on cpu:0, the first device
   parallel::DataParallel<Mlp> dp(model, {Device::cpu(0), Device::cpu(1)});
-  optim::SGD opt(dp.parameters(), optim::SGDOptions(0.1));  // the model's own parameters
+  nn::optim::SGD opt(dp.parameters(), nn::optim::SGDOptions(0.1));  // the model's own parameters
   for (int step = 0; step < 5; ++step) {
     Tensor loss = cross_entropy(dp.forward(x), y);  // x, y on cpu:0
     opt.zero_grad();

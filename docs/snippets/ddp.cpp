@@ -27,12 +27,12 @@ int main() {
   auto pg = parallel::init_process_group("ring");  // RANK, WORLD_SIZE, ... from ringrun
   auto model = std::make_shared<Mlp>(784, 256, 10);
   parallel::DistributedDataParallel<Mlp> ddp(model, pg);  // broadcasts rank 0's weights
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1));
-  auto sampler = std::make_shared<data::DistributedSampler>(images.size(0), pg->size(), pg->rank());
-  data::DataLoader loader(images, labels, data::DataLoaderOptions().batch_size(64).sampler(sampler));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.1));
+  auto sampler = std::make_shared<nn::data::DistributedSampler>(images.size(0), pg->size(), pg->rank());
+  nn::data::DataLoader loader(images, labels, nn::data::DataLoaderOptions().batch_size(64).sampler(sampler));
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     loader.set_epoch(epoch);  // same shuffle on every rank
-    for (const data::Batch& b : loader) {
+    for (const nn::data::Batch& b : loader) {
       Tensor loss = cross_entropy(ddp.forward(b.x), b.y);
       opt.zero_grad();
       loss.backward();  // gradients averaged over all ranks

@@ -23,11 +23,11 @@ int main() {
       for (float v : x.to_vector<float>()) seen[rank].push_back(static_cast<int64_t>(v));
     };
     // [sampler]
-    auto sampler = std::make_shared<data::DistributedSampler>(images.size(0), world_size, rank);
-    data::DataLoader loader(images, labels, data::DataLoaderOptions().batch_size(64).sampler(sampler));
+    auto sampler = std::make_shared<nn::data::DistributedSampler>(images.size(0), world_size, rank);
+    nn::data::DataLoader loader(images, labels, nn::data::DataLoaderOptions().batch_size(64).sampler(sampler));
     for (int64_t epoch = 0; epoch < epochs; ++epoch) {
-      loader.set_epoch(epoch);                             // selects sampler->indices(epoch)
-      for (const data::Batch& b : loader) step(b.x, b.y);  // this rank's ceil(N / R) samples
+      loader.set_epoch(epoch);                                 // selects sampler->indices(epoch)
+      for (const nn::data::Batch& b : loader) step(b.x, b.y);  // this rank's ceil(N / R) samples
     }
     // [/sampler]
   }

@@ -12,6 +12,7 @@
 #include "mlp.h"
 
 using namespace ringgrad;
+using namespace ringgrad::kernels;  // Backend, GemmArgs, UnaryOp, backend_for: the kernel layer's vocabulary
 
 namespace {
 
@@ -148,7 +149,7 @@ int main() {
     RINGGRAD_CHECK(context.info.world_size == 1, "self: a job of one process only, got ", context.info.world_size);
     return std::make_shared<SelfGroup>();
   });
-  auto group = parallel::init_process_group("self", parallel::InitOptions().with_rank(0).with_world_size(1));
+  auto group = parallel::init_process_group("self", parallel::InitOptions().rank(0).world_size(1));
   Tensor grad = ones({3});
   group->all_reduce(grad)->wait();  // the sum over one rank
   // [/register_backend]

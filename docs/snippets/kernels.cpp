@@ -6,6 +6,7 @@
 #include <ringgrad/kernels/backend.h>
 
 using namespace ringgrad;
+using namespace ringgrad::kernels;  // Backend, GemmArgs, UnaryOp, backend_for: the kernel layer's vocabulary
 
 int main() {
   Tensor x = randn({64, 784}, TensorOptions(), /*seed=*/21);

@@ -20,14 +20,15 @@ int main() {
   auto model = std::make_shared<Mlp>(784, 256, 10);
   model->to(device);
   parallel::DistributedDataParallel<Mlp> ddp(model, pg);  // broadcasts rank 0's weights
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.1).momentum(0.9));
   // Each process loads only its own shard: 256 / world samples per step, 256 in all.
-  auto sampler = std::make_shared<data::DistributedSampler>(images.size(0), pg->size(), pg->rank(),
-                                                            data::DistributedSamplerOptions().seed(0));
-  data::DataLoader loader(images, labels, data::DataLoaderOptions().batch_size(256 / pg->size()).sampler(sampler));
+  auto sampler = std::make_shared<nn::data::DistributedSampler>(images.size(0), pg->size(), pg->rank(),
+                                                                nn::data::DistributedSamplerOptions().seed(0));
+  nn::data::DataLoader loader(images, labels,
+                              nn::data::DataLoaderOptions().batch_size(256 / pg->size()).sampler(sampler));
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     loader.set_epoch(epoch);
-    for (const data::Batch& b : loader) {
+    for (const nn::data::Batch& b : loader) {
       Tensor loss = cross_entropy(ddp.forward(b.x.to(device)), b.y.to(device));
       opt.zero_grad();
       loss.backward();

@@ -19,12 +19,12 @@ int main() {
   auto model = std::make_shared<Mlp>(784, 256, 10);
   model->to(devices[0]);
   parallel::DataParallel<Mlp> dp(model, devices);
-  optim::SGD opt(dp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt(dp.parameters(), nn::optim::SGDOptions(0.1).momentum(0.9));
   // The whole global batch of 256 goes through this one process.
-  data::DataLoader loader(images, labels, data::DataLoaderOptions().batch_size(256).seed(0));
+  nn::data::DataLoader loader(images, labels, nn::data::DataLoaderOptions().batch_size(256).seed(0));
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     loader.set_epoch(epoch);
-    for (const data::Batch& b : loader) {
+    for (const nn::data::Batch& b : loader) {
       Tensor loss = cross_entropy(dp.forward(b.x.to(devices[0])), b.y.to(devices[0]));
       opt.zero_grad();
       loss.backward();

@@ -30,7 +30,7 @@ int main() {
 
   // [step]
   auto model = std::make_shared<Mlp>(784, 256, 10);  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(0.1).momentum(0.9));
 
   Tensor logits = model->forward(x);       // linear -> relu -> linear, each op records a node
   Tensor loss = cross_entropy(logits, y);  // fused log-softmax + NLL, mean over the 32 rows

@@ -28,7 +28,7 @@ int main() {
   using snippets::Mlp;  // the README shows its definition from mlp.h#mlp
   // [train_step]
   auto model = std::make_shared<Mlp>(784, 256, 10);
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+  nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
   Tensor loss = cross_entropy(model->forward(x), labels);
   opt.zero_grad();
   loss.backward();

@@ -2,9 +2,9 @@
 // only -- the way a research prototype adds its own update rule.
 //
 // HeavyBall is Polyak's momentum, v = mu v + g, p -= lr v: PyTorch's SGD with momentum mu, no
-// dampening, no weight decay. It derives from optim::Optimizer (parameter checks, zero_grad,
+// dampening, no weight decay. It derives from nn::optim::Optimizer (parameter checks, zero_grad,
 // state_dict layout) and runs its update with core's fused, in-place sgd_step_ -- the same call
-// optim::SGD makes -- so on the same data it must match optim::SGD(lr, momentum mu) exactly.
+// nn::optim::SGD makes -- so on the same data it must match nn::optim::SGD(lr, momentum mu) exactly.
 #pragma once
 
 #include <ringgrad/ringgrad.h>
@@ -13,7 +13,7 @@
 #include <vector>
 
 // [heavy_ball]
-class HeavyBall final : public ringgrad::optim::Optimizer {
+class HeavyBall final : public ringgrad::nn::optim::Optimizer {
  public:
   HeavyBall(std::vector<ringgrad::Tensor> params, double lr, double momentum)
       : Optimizer(std::move(params)), momentum_(momentum), velocity_(this->params().size()) {

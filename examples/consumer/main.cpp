@@ -3,7 +3,7 @@
 // from 64 points by full-batch SGD on the mean squared error.
 //
 // The points lie exactly on the line, so gradient descent must find w = 3, b = -2 to within
-// rounding. Then the same fit runs twice more, with optim::SGD(momentum 0.9) and with HeavyBall, an
+// rounding. Then the same fit runs twice more, with nn::optim::SGD(momentum 0.9) and with HeavyBall, an
 // optimizer written here against the installed headers (heavy_ball.h): the two must agree bit for
 // bit. Prints the fit and exits 1 on any failure: examples/consumer/run.cmake runs it as the last
 // step of the `install` tests, and a wrong result fails them.
@@ -51,7 +51,7 @@ int main() {
     const Tensor y = x * kSlope + kIntercept;
 
     auto model = std::make_shared<nn::Linear>(1, 1);
-    optim::SGD optimizer(model->parameters(), optim::SGDOptions(kLearningRate));
+    nn::optim::SGD optimizer(model->parameters(), nn::optim::SGDOptions(kLearningRate));
     const nn::MSELoss loss_fn;
 
     double loss_value = 0.0;
@@ -74,17 +74,18 @@ int main() {
 
     // The out-of-tree optimizer against the built-in one with the same rule.
     const auto sgd = fit(x, y, kSteps, [](std::vector<Tensor> params) {
-      return std::make_unique<optim::SGD>(std::move(params),
-                                          optim::SGDOptions(kMomentumLearningRate).momentum(kMomentum));
+      return std::make_unique<nn::optim::SGD>(std::move(params),
+                                              nn::optim::SGDOptions(kMomentumLearningRate).momentum(kMomentum));
     });
     const auto heavy = fit(x, y, kSteps, [](std::vector<Tensor> params) {
       return std::make_unique<HeavyBall>(std::move(params), kMomentumLearningRate, kMomentum);
     });
     const double ws = sgd->weight.item(), bs = sgd->bias.item(), wh = heavy->weight.item(), bh = heavy->bias.item();
-    std::printf("HeavyBall (written outside ringgrad): y = %.4f x %+.4f; optim::SGD momentum %.1f: y = %.4f x %+.4f\n",
-                wh, bh, kMomentum, ws, bs);
+    std::printf(
+        "HeavyBall (written outside ringgrad): y = %.4f x %+.4f; nn::optim::SGD momentum %.1f: y = %.4f x %+.4f\n", wh,
+        bh, kMomentum, ws, bs);
     if (!(wh == ws && bh == bs && std::fabs(wh - kSlope) < kTolerance && std::fabs(bh - kIntercept) < kTolerance)) {
-      std::fprintf(stderr, "consumer: expected HeavyBall to equal optim::SGD bit for bit and fit the line\n");
+      std::fprintf(stderr, "consumer: expected HeavyBall to equal nn::optim::SGD bit for bit and fit the line\n");
       return 1;
     }
     std::printf("OK\n");

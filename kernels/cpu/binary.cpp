@@ -16,6 +16,7 @@
 #include "kernels/cpu/strided_loop.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 struct AddOp {
@@ -108,4 +109,5 @@ void CpuBackend::binary(BinaryOp op, DType dt, const StridedDesc& a, const Strid
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

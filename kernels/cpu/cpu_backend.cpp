@@ -4,6 +4,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
+namespace kernels {
 
 // The setting is per calling thread: it limits the GEMMs a device's worker starts, not the user's
 // main thread.
@@ -15,4 +16,5 @@ Backend& cpu_backend() {
   return backend;
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -16,6 +16,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 
 class CpuBackend final : public Backend {
  public:
@@ -63,4 +64,5 @@ class CpuBackend final : public Backend {
 // The one CpuBackend of the process. It holds no state, so every logical CPU device shares it.
 Backend& cpu_backend();
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -16,6 +16,7 @@
 #include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cpu {
 
 template <typename Fn>
@@ -45,4 +46,5 @@ void dispatch_storage(const char* kernel, DType dt, Fn&& fn) {
 }
 
 }  // namespace cpu
+}  // namespace kernels
 }  // namespace ringgrad

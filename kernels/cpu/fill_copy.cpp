@@ -13,6 +13,7 @@
 #include "kernels/cpu/strided_loop.h"
 
 namespace ringgrad {
+namespace kernels {
 
 void CpuBackend::fill(DType dt, void* dst, int64_t n, double value, Stream) {
   cpu::dispatch_storage("fill", dt, [&](auto zero) {
@@ -84,4 +85,5 @@ void CpuBackend::copy_between(DeviceKind src_kind, int, const void* src, DeviceK
   if (nbytes > 0) std::memcpy(dst, src, static_cast<size_t>(nbytes));
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

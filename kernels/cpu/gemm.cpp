@@ -20,6 +20,7 @@
 #include <ringgrad/kernels/unary_ops.h>  // the epilogue's activations: the same functors as relu() and gelu()
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 template <typename T>
@@ -159,4 +160,5 @@ void CpuBackend::gemm(const GemmArgs& g, Stream) {
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -21,6 +21,7 @@
 #include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 // One loop per combination of flags, each flag a compile-time constant: the compiler then sees a
@@ -62,7 +63,7 @@ void sgd_step_typed(T* p, const T* g, T* buf, int64_t n, const SgdStepArgs& a) {
 
 template <typename T>
 void adam_step_typed(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs& a) {
-  const double t = static_cast<double>(a.step);
+  const auto t = static_cast<double>(a.step);
   const double bias_correction1 = 1.0 - std::pow(a.beta1, t);
   const double bias_correction2 = 1.0 - std::pow(a.beta2, t);
   const T decay = T(1.0 - a.lr * a.weight_decay);  // AdamW's factor
@@ -131,4 +132,5 @@ void CpuBackend::adam_step(DType dt, void* param, const void* grad, void* exp_av
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -12,6 +12,7 @@
 #include <ringgrad/core/base/philox.h>
 
 namespace ringgrad {
+namespace kernels {
 
 void CpuBackend::random(RandomKind kind, DType dt, void* dst, int64_t n, uint64_t seed, uint64_t offset, double a,
                         double b, Stream) {
@@ -57,4 +58,5 @@ void CpuBackend::dropout(DType dt, const void* x, void* y, void* mask, int64_t n
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

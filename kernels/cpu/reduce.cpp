@@ -17,6 +17,7 @@
 #include "kernels/cpu/dispatch.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 constexpr int64_t kTile = 256;  // columns per tile: 2 KiB of double accumulators, well inside L1
@@ -117,4 +118,5 @@ void CpuBackend::scatter_add_dim(DType dt, const void* src, const int64_t* index
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

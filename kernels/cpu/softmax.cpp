@@ -20,6 +20,7 @@
 #include "kernels/cpu/dispatch.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 constexpr int64_t kTile = 256;
@@ -186,4 +187,5 @@ void CpuBackend::cross_entropy_backward(DType dt, const void* probs, const int64
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -7,14 +7,16 @@
 // two-dimensional. The fewer and longer the rows, the more time is spent in the vectorisable part.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <ringgrad/core/base/strided.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cpu {
 
-template <int N>
+template <size_t N>
 struct LockstepLayout {
   int ndim = 0;  // at least 1 after simplify_layout(), even for a single element
   int64_t shape[kMaxDims] = {};
@@ -22,14 +24,14 @@ struct LockstepLayout {
 };
 
 // The simplified common layout of N arrays sharing `shape` (of `ndim` dimensions).
-template <int N>
+template <size_t N>
 LockstepLayout<N> simplify_layout(int ndim, const int64_t* shape, const int64_t* const (&strides)[N]) {
   // Built innermost first, then reversed, because merging looks at the dimension just inside.
   LockstepLayout<N> rev;
   for (int d = ndim - 1; d >= 0; --d) {
     if (shape[d] == 1) continue;  // any stride will do for a dimension that is never stepped
     bool merges = rev.ndim > 0;
-    for (int k = 0; k < N && merges; ++k) {
+    for (size_t k = 0; k < N && merges; ++k) {
       const int last = rev.ndim - 1;
       merges = strides[k][d] == rev.strides[k][last] * rev.shape[last];
     }
@@ -37,7 +39,7 @@ LockstepLayout<N> simplify_layout(int ndim, const int64_t* shape, const int64_t*
       rev.shape[rev.ndim - 1] *= shape[d];
     } else {
       rev.shape[rev.ndim] = shape[d];
-      for (int k = 0; k < N; ++k) rev.strides[k][rev.ndim] = strides[k][d];
+      for (size_t k = 0; k < N; ++k) rev.strides[k][rev.ndim] = strides[k][d];
       ++rev.ndim;
     }
   }
@@ -50,7 +52,7 @@ LockstepLayout<N> simplify_layout(int ndim, const int64_t* shape, const int64_t*
   out.ndim = rev.ndim;
   for (int d = 0; d < rev.ndim; ++d) {
     out.shape[d] = rev.shape[rev.ndim - 1 - d];
-    for (int k = 0; k < N; ++k) out.strides[k][d] = rev.strides[k][rev.ndim - 1 - d];
+    for (size_t k = 0; k < N; ++k) out.strides[k][d] = rev.strides[k][rev.ndim - 1 - d];
   }
   return out;
 }
@@ -58,7 +60,7 @@ LockstepLayout<N> simplify_layout(int ndim, const int64_t* shape, const int64_t*
 // Calls row(offsets, inner_strides, n) once per innermost row: array k's row starts at element
 // offsets[k] from its base and steps by inner_strides[k]. The outer dimensions advance like an
 // odometer, so the walk costs O(1) per row and never divides.
-template <int N, typename Row>
+template <size_t N, typename Row>
 void for_each_row(const LockstepLayout<N>& layout, Row&& row) {
   const int last = layout.ndim - 1;
   const int64_t row_length = layout.shape[last];
@@ -67,17 +69,17 @@ void for_each_row(const LockstepLayout<N>& layout, Row&& row) {
   if (rows == 0 || row_length == 0) return;
 
   int64_t inner[N], offsets[N] = {};
-  for (int k = 0; k < N; ++k) inner[k] = layout.strides[k][last];
+  for (size_t k = 0; k < N; ++k) inner[k] = layout.strides[k][last];
   int64_t index[kMaxDims] = {};
   for (int64_t r = 0; r < rows; ++r) {
     row(static_cast<const int64_t*>(offsets), static_cast<const int64_t*>(inner), row_length);
     for (int d = last - 1; d >= 0; --d) {
       if (++index[d] < layout.shape[d]) {
-        for (int k = 0; k < N; ++k) offsets[k] += layout.strides[k][d];
+        for (size_t k = 0; k < N; ++k) offsets[k] += layout.strides[k][d];
         break;
       }
       index[d] = 0;  // wrap this digit and carry into the next one out
-      for (int k = 0; k < N; ++k) offsets[k] -= layout.strides[k][d] * (layout.shape[d] - 1);
+      for (size_t k = 0; k < N; ++k) offsets[k] -= layout.strides[k][d] * (layout.shape[d] - 1);
     }
   }
 }
@@ -92,4 +94,5 @@ inline void contiguous_strides(int ndim, const int64_t* shape, int64_t* strides)
 }
 
 }  // namespace cpu
+}  // namespace kernels
 }  // namespace ringgrad

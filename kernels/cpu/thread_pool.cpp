@@ -17,11 +17,12 @@
 #include <vector>
 
 namespace ringgrad {
+namespace kernels {
 namespace cpu {
 namespace {
 
 struct Job {
-  explicit Job(int parts, const std::function<void(int)>& fn) : parts(parts), fn(fn) {}
+  explicit Job(int part_count, const std::function<void(int)>& part_fn) : parts(part_count), fn(part_fn) {}
   const int parts;
   const std::function<void(int)>& fn;  // lives on the caller's stack; only touched while a part runs
   std::atomic<int> next{0};            // next unclaimed part
@@ -50,7 +51,7 @@ struct Job {
 class Pool {
  public:
   Pool() {
-    const int helpers = std::max(1u, std::thread::hardware_concurrency()) - 1;
+    const int helpers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1;  // a core count fits
     for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { loop(); });
   }
   // Never destroyed (see instance()), so helpers never race with static destruction at exit.
@@ -115,4 +116,5 @@ void parallel_for(int parts, const std::function<void(int)>& fn) {
 }
 
 }  // namespace cpu
+}  // namespace kernels
 }  // namespace ringgrad

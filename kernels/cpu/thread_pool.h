@@ -10,6 +10,7 @@
 #include <functional>
 
 namespace ringgrad {
+namespace kernels {
 namespace cpu {
 
 // How many threads kernels started from the calling thread may use (itself included). Defaults to
@@ -22,4 +23,5 @@ void set_kernel_threads(int threads);
 void parallel_for(int parts, const std::function<void(int part)>& fn);
 
 }  // namespace cpu
+}  // namespace kernels
 }  // namespace ringgrad

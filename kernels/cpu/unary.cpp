@@ -10,6 +10,7 @@
 #include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 template <typename F, typename T>
@@ -49,4 +50,5 @@ void CpuBackend::unary_backward(UnaryOp op, DType dt, const void* saved, const v
   });
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

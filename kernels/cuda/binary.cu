@@ -18,10 +18,9 @@
 #include "kernels/cuda/launch.cuh"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 template <typename A>
 __device__ inline A binary_value(BinaryOp op, A a, A b) {
@@ -97,4 +96,5 @@ void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, v
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -10,9 +10,11 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 void binary(BinaryOp op, DType dt, const StridedDesc& a, const StridedDesc& b, void* out, cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -18,10 +18,9 @@
 #include "kernels/cuda/launch.cuh"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 template <typename T>
 __global__ void fill_kernel(T* __restrict__ dst, int64_t n, T value) {
@@ -89,4 +88,5 @@ void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc&
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -12,6 +12,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 void fill(DType dt, void* dst, int64_t n, double value, cudaStream_t stream);
@@ -19,4 +20,5 @@ void arange(DType dt, void* dst, int64_t n, double start, double step, cudaStrea
 void copy(DType src_dt, const StridedDesc& src, DType dst_dt, const StridedDesc& dst, cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -22,6 +22,7 @@
 #include "kernels/cuda/softmax.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 GemmImpl parse_gemm_impl(const char* value) {
@@ -196,4 +197,5 @@ Backend& cuda_backend(const char* op) {
   return cuda_backend_instance();
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

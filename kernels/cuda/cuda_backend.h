@@ -18,6 +18,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 
 class CudaBackend final : public Backend {
  public:
@@ -99,4 +100,5 @@ GemmImpl parse_gemm_impl(const char* value);  // throws ringgrad::Error for any 
 GemmImpl gemm_impl();
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -43,6 +43,7 @@
 #include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
 
@@ -323,4 +324,5 @@ void gemm_f32(const GemmArgs& args, cudaStream_t stream, int large_tile_blocks_p
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

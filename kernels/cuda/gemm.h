@@ -16,6 +16,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 // Throws ringgrad::Error for a dtype other than f32 or negative sizes; launches nothing when
@@ -28,4 +29,5 @@ void gemm_f32(const GemmArgs& args, cudaStream_t stream, int large_tile_blocks_p
 void gemm_cublas_f32(const GemmArgs& args, cudaStream_t stream, cublasHandle_t handle);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -20,6 +20,7 @@
 #include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
 
@@ -85,4 +86,5 @@ void gemm_cublas_f32(const GemmArgs& args, cudaStream_t stream, cublasHandle_t h
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -16,8 +16,8 @@
 #include <ringgrad/core/base/strided.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
-namespace detail {
 
 using bf16 = __nv_bfloat16;
 
@@ -103,8 +103,8 @@ void dispatch_floating(const char* kernel, DType dt, Fn&& fn) {
       break;
     default: break;
   }
-  throw Error(::ringgrad::detail::str(kernel, ": the CUDA backend supports float32, float64",
-                                      kAllowBf16 ? " and bfloat16" : "", " here, got ", dtype_name(dt)));
+  throw Error(detail::str(kernel, ": the CUDA backend supports float32, float64", kAllowBf16 ? " and bfloat16" : "",
+                          " here, got ", dtype_name(dt)));
 }
 
 // Every storage dtype of the CUDA backend: the floating ones plus int64 and uint8.
@@ -117,7 +117,7 @@ void dispatch_storage(const char* kernel, DType dt, Fn&& fn) {
     case DType::u8: fn(uint8_t{}); return;
     case DType::bf16: fn(bf16{}); return;
   }
-  throw Error(::ringgrad::detail::str(kernel, ": unknown dtype ", static_cast<int>(dt)));
+  throw Error(detail::str(kernel, ": unknown dtype ", static_cast<int>(dt)));
 }
 
 // kOperands arrays walked in lockstep over one shape, with dimensions of size 1 dropped and adjacent
@@ -180,6 +180,6 @@ inline void contiguous_strides(int ndim, const int64_t* shape, int64_t* strides)
   }
 }
 
-}  // namespace detail
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

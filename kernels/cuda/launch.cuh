@@ -17,6 +17,7 @@
 #include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 template <typename... Params, typename... Args>
@@ -34,11 +35,12 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
   // synchronisation (cudaStreamSynchronize, a blocking copy), as with any asynchronous launch.
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
-    throw Error(::ringgrad::detail::str("launch of ", name, " (grid ", grid.x, "x", grid.y, "x", grid.z, ", block ",
-                                        block.x, "x", block.y, "x", block.z, ") failed: ", cudaGetErrorName(err), " (",
-                                        cudaGetErrorString(err), ")"));
+    throw Error(detail::str("launch of ", name, " (grid ", grid.x, "x", grid.y, "x", grid.z, ", block ", block.x, "x",
+                            block.y, "x", block.z, ") failed: ", cudaGetErrorName(err), " (", cudaGetErrorString(err),
+                            ")"));
   }
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -12,6 +12,7 @@
 #include "kernels/cuda/runtime.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
 
@@ -97,4 +98,5 @@ Allocator& CudaBackend::pinned_allocator() { return cuda::pinned_allocator(); }
 
 MemoryStats CudaBackend::pinned_memory_stats() { return cuda::pinned_allocator().stats(0); }
 
+}  // namespace kernels
 }  // namespace ringgrad

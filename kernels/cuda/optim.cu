@@ -28,10 +28,9 @@
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 // The per-step constants, each formed in double on the host and rounded to T, as on the CPU.
 template <typename T>
@@ -246,4 +245,5 @@ void adam_step_multi(DType dt, const AdamTensor* tensors, int count, const AdamS
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -12,6 +12,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 void sgd_step(DType dt, void* param, const void* grad, void* momentum_buffer /* null when momentum == 0 */, int64_t n,
@@ -41,4 +42,5 @@ void sgd_step_multi(DType dt, const SgdTensor* tensors, int count, const SgdStep
 void adam_step_multi(DType dt, const AdamTensor* tensors, int count, const AdamStepArgs& args, cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

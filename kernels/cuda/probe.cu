@@ -18,6 +18,7 @@
 #include "kernels/cuda/runtime.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace {
 
 constexpr int kThreadsPerBlock = 256;
@@ -65,4 +66,5 @@ void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& 
   RINGGRAD_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), bytes, cudaMemcpyDeviceToHost));
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

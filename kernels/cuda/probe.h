@@ -7,9 +7,11 @@
 #include <vector>
 
 namespace ringgrad {
+namespace kernels {
 
 // y = a*x + y on cuda:0: copies x and y to the device, runs saxpy_kernel, copies y back.
 // Throws ringgrad::Error when x and y differ in size, or when there is no GPU.
 void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& y);
 
+}  // namespace kernels
 }  // namespace ringgrad

@@ -18,10 +18,9 @@
 #include "kernels/cuda/random.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 // Explicitly rounded multiply and add: nvcc would otherwise contract lo + width*u into one FMA and
 // round differently from the CPU, which rounds the product and the sum separately.
@@ -95,4 +94,5 @@ void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, 
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

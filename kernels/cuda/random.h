@@ -13,6 +13,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 // Element i uses Philox counter offset + i under `seed`: bit-identical to the CPU backend's uniform
@@ -23,4 +24,5 @@ void dropout(DType dt, const void* x, void* y, void* mask, int64_t n, double p, 
              cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

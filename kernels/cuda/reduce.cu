@@ -24,10 +24,9 @@
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 constexpr int kWarp = 32;
 constexpr int kColumnRows = 8;  // rows of threads splitting r in the column kernel
@@ -207,4 +206,5 @@ void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst,
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

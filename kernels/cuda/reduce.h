@@ -11,6 +11,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 // indices may be null (values only); it is ignored for Sum. Throws for Max over r == 0.
@@ -23,4 +24,5 @@ void scatter_add_dim(DType dt, const void* src, const int64_t* index, void* dst,
                      int64_t inner, cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

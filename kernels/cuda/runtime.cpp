@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_backend.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
 
@@ -38,7 +39,7 @@ struct DeviceSlots {
       : streams(new std::atomic<cudaStream_t>[static_cast<size_t>(n)]),
         copy_streams(new std::atomic<cudaStream_t>[static_cast<size_t>(n)]),
         count(n) {
-    for (int i = 0; i < n; ++i) streams[i].store(nullptr), copy_streams[i].store(nullptr);
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) streams[i].store(nullptr), copy_streams[i].store(nullptr);
   }
   std::unique_ptr<std::atomic<cudaStream_t>[]> streams;
   std::unique_ptr<std::atomic<cudaStream_t>[]> copy_streams;
@@ -100,19 +101,19 @@ cudaStream_t stream_in(std::atomic<cudaStream_t>& slot, int device) {
 
 cudaStream_t stream_for(int device) {
   check_device(device, "stream_for");
-  return stream_in(slots().streams[device], device);
+  return stream_in(slots().streams[static_cast<size_t>(device)], device);  // checked: 0 <= device
 }
 
 cudaStream_t copy_stream_for(int device) {
   check_device(device, "copy_stream_for");
-  return stream_in(slots().copy_streams[device], device);
+  return stream_in(slots().copy_streams[static_cast<size_t>(device)], device);
 }
 
 int device_of(cudaStream_t stream, const char* op) {
   if (stream != nullptr && device_count() > 0) {
     DeviceSlots& s = slots();
     for (int d = 0; d < s.count; ++d)
-      if (s.streams[d].load(std::memory_order_acquire) == stream) return d;
+      if (s.streams[static_cast<size_t>(d)].load(std::memory_order_acquire) == stream) return d;
   }
   throw Error(detail::str(op, ": expected a stream of the CUDA backend (Backend::stream_for(device)), got ",
                           stream == nullptr ? std::string("the null stream") : detail::str(static_cast<void*>(stream)),
@@ -181,4 +182,5 @@ int CudaBackend::exchange_current_device(int device) {
   return previous;
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

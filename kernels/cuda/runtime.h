@@ -18,6 +18,7 @@
 #include "core/base/cuda_check.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 // Same as ringgrad::cuda_device_count() (core/cuda.h): 0 without a GPU or driver, read once.
@@ -70,4 +71,5 @@ class Event {
 bool can_access_peer(int dst_device, int src_device);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -26,10 +26,9 @@
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 constexpr int kWarp = 32;
 
@@ -277,4 +276,5 @@ void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, 
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -12,6 +12,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 void softmax(DType dt, const void* x, void* y, int64_t outer, int64_t c, int64_t inner, bool log, cudaStream_t stream);
@@ -28,4 +29,5 @@ void cross_entropy_backward(DType dt, const void* probs, const int64_t* labels, 
                             cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -24,6 +24,7 @@
 #include "kernels/cuda/runtime.h"
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
 
@@ -147,4 +148,5 @@ void CudaBackend::copy_from_pinned(int device, const ReadyPoint& after, const vo
   RINGGRAD_CUDA_CHECK(cudaStreamSynchronize(side));  // the pinned source may be reused
 }
 
+}  // namespace kernels
 }  // namespace ringgrad

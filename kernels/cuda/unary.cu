@@ -21,10 +21,9 @@
 #include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 namespace {
-
-using namespace detail;
 
 // y = f(x) and dy * f'(s) through the op's functor: the formulas of the CPU backend, in type A.
 template <typename A>
@@ -117,4 +116,5 @@ void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, voi
 }
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -12,6 +12,7 @@
 #include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
+namespace kernels {
 namespace cuda {
 
 void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, cudaStream_t stream);
@@ -20,4 +21,5 @@ void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, voi
                     cudaStream_t stream);
 
 }  // namespace cuda
+}  // namespace kernels
 }  // namespace ringgrad

@@ -10,6 +10,7 @@
 #include <ringgrad/nn/data/fashion_mnist.h>
 
 namespace ringgrad {
+namespace nn {
 namespace data {
 namespace {
 
@@ -26,7 +27,8 @@ void gather_rows(const T* images, const int64_t* rows, int64_t count, int64_t fe
 
 }  // namespace
 
-DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) : options_(std::move(options)) {
+DataLoader::DataLoader(const Tensor& images, const Tensor& labels, DataLoaderOptions options)
+    : options_(std::move(options)) {
   RINGGRAD_CHECK(images.defined() && labels.defined(), "DataLoader: expected defined images and labels tensors");
   RINGGRAD_CHECK(images.device().is_cpu() && labels.device().is_cpu(),
                  "DataLoader: expected images and labels on the CPU, got ", images.device(), " and ", labels.device(),
@@ -40,18 +42,18 @@ DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) 
                  "; convert with .to(DType::i64)");
   RINGGRAD_CHECK(labels.size(0) == images.size(0), "DataLoader: expected as many labels as images, got ",
                  labels.size(0), " labels for images of shape ", images.shape());
-  RINGGRAD_CHECK(options_.batch_size_ >= 1, "DataLoader: expected batch_size >= 1, got ", options_.batch_size_);
-  if (options_.sampler_) {
-    RINGGRAD_CHECK(!(options_.shuffle_set_ && options_.shuffle_),
+  RINGGRAD_CHECK(options_.batch_size() >= 1, "DataLoader: expected batch_size >= 1, got ", options_.batch_size());
+  if (options_.sampler()) {
+    RINGGRAD_CHECK(!(options_.shuffle_set() && options_.shuffle()),
                    "DataLoader: sampler is mutually exclusive with shuffle(true): the sampler decides the order; "
                    "drop shuffle(true), and shuffle through the sampler's options instead");
-    RINGGRAD_CHECK(options_.sampler_->size() >= 0, "DataLoader: expected sampler->size() >= 0, got ",
-                   options_.sampler_->size());
+    RINGGRAD_CHECK(options_.sampler()->size() >= 0, "DataLoader: expected sampler->size() >= 0, got ",
+                   options_.sampler()->size());
   }
-  RINGGRAD_CHECK(
-      !options_.normalize_ || (std::isfinite(options_.mean_) && std::isfinite(options_.std_) && options_.std_ > 0),
-      "DataLoader: expected a finite mean and a std > 0 for normalize, got mean ", options_.mean_, " std ",
-      options_.std_);
+  RINGGRAD_CHECK(!options_.normalize() || (std::isfinite(options_.normalize_mean()) &&
+                                           std::isfinite(options_.normalize_std()) && options_.normalize_std() > 0),
+                 "DataLoader: expected a finite mean and a std > 0 for normalize, got mean ", options_.normalize_mean(),
+                 " std ", options_.normalize_std());
   n_ = images.size(0);
   RINGGRAD_CHECK(n_ <= int64_t{UINT32_MAX}, "DataLoader: at most 2^32 - 1 samples are supported, got ", n_);
   images_ = images.contiguous();
@@ -62,7 +64,7 @@ DataLoader::DataLoader(Tensor images, Tensor labels, DataLoaderOptions options) 
   // double and rounded once, so each entry is the float nearest (p / 255 - mean) / std.
   for (int p = 0; p < 256; ++p) {
     double v = p / 255.0;
-    if (options_.normalize_) v = (v - options_.mean_) / options_.std_;
+    if (options_.normalize()) v = (v - options_.normalize_mean()) / options_.normalize_std();
     lut_[p] = static_cast<float>(v);
   }
 }
@@ -73,17 +75,17 @@ DataLoader::DataLoader(const FashionMNIST& dataset, DataLoaderOptions options)
 DataLoader::~DataLoader() { stop_worker(); }
 
 int64_t DataLoader::batches_for(int64_t samples) const {
-  const int64_t b = options_.batch_size_;
-  return options_.drop_last_ ? samples / b : (samples + b - 1) / b;
+  const int64_t b = options_.batch_size();
+  return options_.drop_last() ? samples / b : (samples + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::permutation(int64_t epoch) const {
   RINGGRAD_CHECK(epoch >= 0, "DataLoader::permutation: expected epoch >= 0, got ", epoch);
-  if (options_.sampler_) {
+  if (options_.sampler()) {
     // Checked here, on the caller's thread, so a bad sampler fails at the call that starts the epoch
     // rather than as a wild read in make_batch.
-    std::vector<int64_t> order = options_.sampler_->indices(epoch);
-    const int64_t expected = options_.sampler_->size();
+    std::vector<int64_t> order = options_.sampler()->indices(epoch);
+    const int64_t expected = options_.sampler()->size();
     RINGGRAD_CHECK(static_cast<int64_t>(order.size()) == expected, "DataLoader: expected sampler->indices(", epoch,
                    ") to hold sampler->size() = ", expected, " indices, got ", order.size());
     for (size_t i = 0; i < order.size(); ++i)
@@ -92,8 +94,8 @@ std::vector<int64_t> DataLoader::permutation(int64_t epoch) const {
                      "; was the sampler built for a different dataset?");
     return order;
   }
-  if (options_.shuffle_) return shuffled_indices(n_, options_.seed_, static_cast<uint64_t>(epoch));
-  std::vector<int64_t> order(n_);
+  if (options_.shuffle()) return shuffled_indices(n_, options_.seed(), static_cast<uint64_t>(epoch));
+  std::vector<int64_t> order(static_cast<size_t>(n_));
   std::iota(order.begin(), order.end(), int64_t{0});
   return order;
 }
@@ -114,18 +116,18 @@ void DataLoader::ensure_order() {
 }
 
 Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t index) const {
-  const int64_t first = index * options_.batch_size_;
-  const int64_t count = std::min(options_.batch_size_, static_cast<int64_t>(order.size()) - first);
+  const int64_t first = index * options_.batch_size();
+  const int64_t count = std::min(options_.batch_size(), static_cast<int64_t>(order.size()) - first);
   const int64_t* rows = order.data() + first;
 
   Shape x_shape{count};
-  if (options_.flatten_) {
+  if (options_.flatten()) {
     x_shape.push_back(features_);
   } else {
     for (int64_t d = 1; d < images_.dim(); ++d) x_shape.push_back(images_.size(d));
   }
   Batch batch{empty(x_shape, DType::f32), empty({count}, DType::i64)};
-  float* x = batch.x.data<float>();
+  auto* x = batch.x.data<float>();
   if (images_.dtype() == DType::u8) {
     const uint8_t* src = images_.data<uint8_t>();
     for (int64_t r = 0; r < count; ++r) {
@@ -135,18 +137,19 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, i
     }
   } else {
     // Floating images are taken as they are: no 1/255 scaling, only the optional normalisation.
-    const float scale = options_.normalize_ ? static_cast<float>(1.0 / options_.std_) : 1.0f;
-    const float shift = options_.normalize_ ? static_cast<float>(-options_.mean_ / options_.std_) : 0.0f;
+    const float scale = options_.normalize() ? static_cast<float>(1.0 / options_.normalize_std()) : 1.0f;
+    const float shift =
+        options_.normalize() ? static_cast<float>(-options_.normalize_mean() / options_.normalize_std()) : 0.0f;
     if (images_.dtype() == DType::f32)
       gather_rows(images_.data<float>(), rows, count, features_, x, scale, shift);
     else
       gather_rows(images_.data<double>(), rows, count, features_, x, scale, shift);
   }
   const int64_t* labels = labels_.data<int64_t>();
-  int64_t* y = batch.y.data<int64_t>();
+  auto* y = batch.y.data<int64_t>();
   for (int64_t r = 0; r < count; ++r) y[r] = labels[rows[r]];
 
-  if (options_.transform_) options_.transform_(batch, epoch, index);
+  if (options_.transform()) options_.transform()(batch, epoch, index);
   return batch;
 }
 
@@ -159,7 +162,7 @@ bool DataLoader::next(Batch& batch) {
     order_.reset();
     return false;
   }
-  if (!options_.prefetch_) {
+  if (!options_.prefetch()) {
     ensure_order();
     batch = make_batch(*order_, epoch_, next_);
     ++next_;
@@ -212,6 +215,7 @@ void DataLoader::stop_worker() {
 
 // Prepares batches first, first + 1, ... of `epoch` until the epoch ends, a batch fails, or stop_ is
 // set. `order` is a shared handle, so moving the cursor never frees it under this thread.
+// NOLINTNEXTLINE(performance-unnecessary-value-param): by value on purpose, the thread owns its handle
 void DataLoader::worker_loop(std::shared_ptr<const std::vector<int64_t>> order, int64_t epoch, int64_t first) {
   const int64_t total = batches_for(static_cast<int64_t>(order->size()));  // never asks the sampler
   for (int64_t index = first; index < total; ++index) {
@@ -239,4 +243,5 @@ void DataLoader::worker_loop(std::shared_ptr<const std::vector<int64_t>> order, 
 }
 
 }  // namespace data
+}  // namespace nn
 }  // namespace ringgrad

@@ -8,6 +8,7 @@
 #include <ringgrad/nn/data/idx.h>
 
 namespace ringgrad {
+namespace nn {
 namespace data {
 namespace {
 
@@ -24,7 +25,7 @@ std::string file_stem(Split split, const char* kind) {
 std::string find_file(const std::string& dir, const std::string& stem) {
   std::error_code ec;
   const std::filesystem::path base = std::filesystem::path(dir) / stem;
-  const std::string gz = base.string() + ".gz";
+  std::string gz = base.string() + ".gz";
   if (std::filesystem::is_regular_file(gz, ec)) return gz;
   if (std::filesystem::is_regular_file(base, ec)) return base.string();
   return "";
@@ -61,7 +62,7 @@ FashionMNIST::FashionMNIST(Split split, const std::string& dir) : split_(split),
                                            : "the default location";
   auto locate = [&](const char* kind) {
     const std::string stem = file_stem(split, kind);
-    const std::string path = find_file(dir_, stem);
+    std::string path = find_file(dir_, stem);
     RINGGRAD_CHECK(!path.empty(), "FashionMNIST: missing ", (std::filesystem::path(dir_) / stem).string(),
                    ".gz (looked in '", dir_, "', ", origin, "); ", kHowToGet);
     return path;
@@ -82,7 +83,7 @@ FashionMNIST::FashionMNIST(Split split, const std::string& dir) : split_(split),
   const int64_t n = raw_labels.numel();
   labels_ = empty({n}, DType::i64);
   const uint8_t* src = raw_labels.data<uint8_t>();
-  int64_t* dst = labels_.data<int64_t>();
+  auto* dst = labels_.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     RINGGRAD_CHECK(src[i] < kNumClasses, "FashionMNIST: label ", int{src[i]}, " at index ", i, " of '", labels_path,
                    "' is not a class index; expected 0 to ", kNumClasses - 1);
@@ -91,4 +92,5 @@ FashionMNIST::FashionMNIST(Split split, const std::string& dir) : split_(split),
 }
 
 }  // namespace data
+}  // namespace nn
 }  // namespace ringgrad

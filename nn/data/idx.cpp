@@ -12,6 +12,7 @@
 #include <vector>
 
 namespace ringgrad {
+namespace nn {
 namespace data {
 namespace {
 
@@ -120,12 +121,13 @@ Tensor read_idx(const std::string& path) {
   RINGGRAD_CHECK(ndims >= 1 && ndims <= kMaxDims, where, ": expected 1 to ", kMaxDims, " dimensions, got ", ndims);
 
   uint8_t size_bytes[4 * kMaxDims] = {};
-  const int64_t sizes_got = read_some(in.file, where, size_bytes, 4 * ndims);
-  RINGGRAD_CHECK(sizes_got == 4 * ndims, where, ": truncated header: expected ", ndims, " dimension sizes (", 4 * ndims,
-                 " bytes), the file holds ", sizes_got, " bytes after the magic number", early_end_note(in.file));
+  const int64_t sizes_got = read_some(in.file, where, size_bytes, int64_t{4} * ndims);
+  RINGGRAD_CHECK(sizes_got == int64_t{4} * ndims, where, ": truncated header: expected ", ndims, " dimension sizes (",
+                 4 * ndims, " bytes), the file holds ", sizes_got, " bytes after the magic number",
+                 early_end_note(in.file));
   Shape shape;
   for (int d = 0; d < ndims; ++d) {
-    const uint8_t* b = size_bytes + 4 * d;
+    const uint8_t* b = size_bytes + int64_t{4} * d;
     shape.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]});
   }
 
@@ -210,4 +212,5 @@ void write_idx(const std::string& path, const Tensor& data, bool gzip) {
 }
 
 }  // namespace data
+}  // namespace nn
 }  // namespace ringgrad

@@ -8,6 +8,7 @@
 #include <ringgrad/core/base/philox.h>
 
 namespace ringgrad {
+namespace nn {
 namespace data {
 namespace {
 
@@ -50,16 +51,17 @@ uint32_t uniform_below(EpochStream& stream, uint32_t range) {
 
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch) {
   RINGGRAD_CHECK(n >= 0 && n <= int64_t{UINT32_MAX}, "shuffled_indices: expected 0 <= n < 2^32, got ", n);
-  std::vector<int64_t> order(n);
+  std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
   // Fisher-Yates: position i takes a uniformly chosen element of those not yet placed.
   EpochStream stream(seed, epoch);
   for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = uniform_below(stream, static_cast<uint32_t>(i + 1));
-    std::swap(order[i], order[j]);
+    const uint32_t j = uniform_below(stream, static_cast<uint32_t>(i + 1));
+    std::swap(order[static_cast<size_t>(i)], order[j]);
   }
   return order;
 }
 
 }  // namespace data
+}  // namespace nn
 }  // namespace ringgrad

@@ -6,6 +6,7 @@
 #include <ringgrad/core/ops.h>
 
 namespace ringgrad {
+namespace nn {
 namespace optim {
 
 AdamBase::AdamBase(std::vector<Tensor> params, double lr, const Hyperparameters& hyper, bool decoupled)
@@ -122,4 +123,5 @@ AdamOptions AdamW::options() const {
 }
 
 }  // namespace optim
+}  // namespace nn
 }  // namespace ringgrad

@@ -10,6 +10,7 @@
 #include <ringgrad/core/ops.h>
 
 namespace ringgrad {
+namespace nn {
 namespace optim {
 
 namespace {
@@ -61,13 +62,13 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const double coef = grads[0].dtype() == DType::f64 ? clip_coefficient<double>(total, max_norm)
                                                      : clip_coefficient<float>(total, max_norm);
   if (coef < 1.0) {  // PyTorch clamps the factor to 1 and multiplies anyway; a factor of 1 changes nothing
-    for (size_t i = 0; i < params.size(); ++i) {
-      const Tensor g = params[i].grad();
+    for (const Tensor& p : params) {
+      const Tensor g = p.grad();
       if (!g.defined() || g.numel() == 0) continue;
       if (g.is_contiguous()) {  // in place: whoever else holds this gradient (a DDP bucket) sees the change
         mul_(g, coef, "clip_grad_norm_");
       } else {
-        params[i].set_grad(g * coef);
+        p.set_grad(g * coef);
       }
     }
   }
@@ -75,4 +76,5 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 }
 
 }  // namespace optim
+}  // namespace nn
 }  // namespace ringgrad

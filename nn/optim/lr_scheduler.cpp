@@ -4,6 +4,7 @@
 #include <cmath>
 
 namespace ringgrad {
+namespace nn {
 namespace optim {
 
 namespace {
@@ -62,8 +63,10 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double
 
 double CosineAnnealingLR::lr_at(int64_t epoch) const {
   // Evaluated in the order of PyTorch's _get_closed_form_lr.
-  return eta_min_ + (base_lr_ - eta_min_) * (1.0 + std::cos(kPi * static_cast<double>(epoch) / T_max_)) / 2.0;
+  return eta_min_ +
+         (base_lr_ - eta_min_) * (1.0 + std::cos(kPi * static_cast<double>(epoch) / static_cast<double>(T_max_))) / 2.0;
 }
 
 }  // namespace optim
+}  // namespace nn
 }  // namespace ringgrad

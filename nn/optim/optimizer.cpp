@@ -5,6 +5,7 @@
 #include <sstream>
 
 namespace ringgrad {
+namespace nn {
 namespace optim {
 
 namespace {
@@ -38,7 +39,7 @@ void Optimizer::set_lr(double lr) {
 
 Tensor Optimizer::dense_grad(size_t i) const {
   const Tensor& p = params_[i];
-  const Tensor g = p.grad();
+  Tensor g = p.grad();  // not const, so that the early return moves it
   if (!g.defined()) return g;
   // The kernels update the parameter's storage in place, element by element.
   RINGGRAD_CHECK(p.is_contiguous(), name(), ".step: parameter ", i, " of shape ", p.shape(), " has strides ",
@@ -127,4 +128,5 @@ void Optimizer::StateReader::finish() const {
 }
 
 }  // namespace optim
+}  // namespace nn
 }  // namespace ringgrad

@@ -4,6 +4,7 @@
 #include <ringgrad/core/ops.h>
 
 namespace ringgrad {
+namespace nn {
 namespace optim {
 
 namespace {
@@ -78,4 +79,5 @@ void SGD::load_state_dict(const nn::StateDict& state) {
 }
 
 }  // namespace optim
+}  // namespace nn
 }  // namespace ringgrad

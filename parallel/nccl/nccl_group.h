@@ -56,7 +56,8 @@ struct NcclShared {
   std::string broken;                                // the first failure; non-empty = every collective throws
   std::vector<std::shared_ptr<NcclWork>> in_flight;  // launched, not yet seen complete
 
-  NcclShared(int rank, int size, int device) : rank(rank), size(size), device(device) {}
+  NcclShared(int rank_in_group, int group_size, int cuda_device)
+      : rank(rank_in_group), size(group_size), device(cuda_device) {}
   detail::NcclPlace place() const { return {rank, device, comm}; }
 
   // With `mutex` held. Checks one Work: done on the GPU, failed (NCCL reported an error, or its

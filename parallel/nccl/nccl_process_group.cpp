@@ -495,7 +495,8 @@ std::shared_ptr<Work> NcclProcessGroup::all_gather(const std::vector<Tensor>& ou
             place, ncclAllGather(input.data(), scratch.data(), bytes_of(input), ncclUint8, place.comm, stream));
       },
       [&] {
-        for (int r = 0; r < size_; ++r) outputs[r].copy_(scratch.narrow(0, r * n, n).view(input.shape()));
+        for (int r = 0; r < size_; ++r)
+          outputs[static_cast<size_t>(r)].copy_(scratch.narrow(0, r * n, n).view(input.shape()));
       });
 }
 
@@ -522,7 +523,8 @@ std::shared_ptr<Work> NcclProcessGroup::reduce_scatter(const Tensor& output, con
   return launch(
       description, {output, scratch},
       [&] {
-        for (int r = 0; r < size_; ++r) scratch.narrow(0, r * n, n).view(output.shape()).copy_(inputs[r]);
+        for (int r = 0; r < size_; ++r)
+          scratch.narrow(0, r * n, n).view(output.shape()).copy_(inputs[static_cast<size_t>(r)]);
       },
       [&](const detail::NcclPlace& place, cudaStream_t stream) {
         return RINGGRAD_NCCL_CHECK(place, ncclReduceScatter(scratch.data(), output.data(), static_cast<size_t>(n), type,

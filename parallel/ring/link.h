@@ -17,7 +17,7 @@
 #include <functional>
 #include <string>
 
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 
 namespace ringgrad {
 namespace parallel {
@@ -39,7 +39,7 @@ class RingLink {
   // Throws ringgrad::Error naming the peer rank on a deadline, a dead or aborted peer, or a
   // tag/length mismatch.
   virtual void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                        size_t recv_bytes, const OnReceived& on_received, net::Deadline deadline) = 0;
+                        size_t recv_bytes, const OnReceived& on_received, Deadline deadline) = 0;
 
   // After a failure: tell the neighbours (so they fail at once instead of at their deadline).
   virtual void abort(const std::string& reason) = 0;

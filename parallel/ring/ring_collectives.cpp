@@ -11,6 +11,8 @@ namespace parallel {
 namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
+// mod() as an index into a list of one chunk per rank: it is in [0, n), never negative.
+size_t slot(int a, int n) { return static_cast<size_t>(mod(a, n)); }
 
 // bfloat16 is the top half of a float32: widen by shifting, narrow with round-to-nearest-even.
 float bf16_to_float(uint16_t h) {
@@ -58,11 +60,12 @@ void reduce_bf16(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
 std::string describe_tag(uint64_t tag) { return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff); }
 
 std::vector<Chunk> split_chunks(void* data, int64_t count, int64_t element_size, int parts) {
-  std::vector<Chunk> chunks(parts);
+  std::vector<Chunk> chunks;
+  chunks.reserve(static_cast<size_t>(parts));
   int64_t offset = 0;
   for (int c = 0; c < parts; ++c) {
     const int64_t n = count / parts + (c < count % parts ? 1 : 0);
-    chunks[c] = {static_cast<uint8_t*>(data) + offset * element_size, n};
+    chunks.push_back({static_cast<uint8_t*>(data) + offset * element_size, n});
     offset += n;
   }
   return chunks;
@@ -79,13 +82,13 @@ void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceO
 
 void divide_by(void* data, int64_t count, DType dtype, int divisor) {
   if (dtype == DType::f32) {
-    float* p = static_cast<float*>(data);
+    auto* p = static_cast<float*>(data);
     for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<float>(divisor);
   } else if (dtype == DType::f64) {
-    double* p = static_cast<double*>(data);
+    auto* p = static_cast<double*>(data);
     for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<double>(divisor);
   } else if (dtype == DType::bf16) {
-    uint16_t* p = static_cast<uint16_t*>(data);
+    auto* p = static_cast<uint16_t*>(data);
     for (int64_t i = 0; i < count; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) / static_cast<float>(divisor));
   } else {
     throw Error(detail::str("ring: averages support float32, float64 and bfloat16, got ", dtype));
@@ -96,15 +99,16 @@ void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks,
   const int n = ring.size, r = ring.rank;
   const int64_t esize = dtype_size(dtype);
   for (int s = 0; s < n - 1; ++s) {
-    const Chunk& out = chunks[mod(r - 1 - s, n)];
-    const Chunk& in = chunks[mod(r - 2 - s, n)];
+    const Chunk& out = chunks[slot(r - 1 - s, n)];
+    const Chunk& in = chunks[slot(r - 2 - s, n)];
     // Each piece is reduced the moment it arrives, straight from the transport's buffer, while
     // the rest of the chunk is still on its way.
-    const uint64_t tag = make_tag(ring.collective, s);
+    const uint64_t tag = make_tag(ring.collective, static_cast<uint32_t>(s));
     ring.link->exchange(
-        tag, out.data, out.count * esize, tag, nullptr, in.count * esize,
+        tag, out.data, static_cast<size_t>(out.count * esize), tag, nullptr, static_cast<size_t>(in.count * esize),
         [&](const uint8_t* data, size_t offset, size_t bytes) {
-          RINGGRAD_CHECK(offset % esize == 0 && bytes % esize == 0, "ring: a piece of ", bytes, " bytes at offset ",
+          const auto ebytes = static_cast<size_t>(esize);
+          RINGGRAD_CHECK(offset % ebytes == 0 && bytes % ebytes == 0, "ring: a piece of ", bytes, " bytes at offset ",
                          offset, " does not hold whole ", dtype, " elements");
           reduce_into(in.data + offset, data, static_cast<int64_t>(bytes) / esize, dtype, op);
         },
@@ -115,12 +119,12 @@ void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks,
 void ring_all_gather(const RingStep& ring, const std::vector<Chunk>& chunks, int64_t element_size) {
   const int n = ring.size, r = ring.rank;
   for (int s = 0; s < n - 1; ++s) {
-    const Chunk& out = chunks[mod(r - s, n)];
-    const Chunk& in = chunks[mod(r - 1 - s, n)];
+    const Chunk& out = chunks[slot(r - s, n)];
+    const Chunk& in = chunks[slot(r - 1 - s, n)];
     // Steps after the reduce-scatter's N-1 are numbered on, so the two phases' tags never collide.
-    const uint64_t tag = make_tag(ring.collective, n + s);
-    ring.link->exchange(tag, out.data, out.count * element_size, tag, in.data, in.count * element_size, nullptr,
-                        ring.deadline);
+    const uint64_t tag = make_tag(ring.collective, static_cast<uint32_t>(n + s));
+    ring.link->exchange(tag, out.data, static_cast<size_t>(out.count * element_size), tag, in.data,
+                        static_cast<size_t>(in.count * element_size), nullptr, ring.deadline);
   }
 }
 
@@ -130,7 +134,8 @@ void ring_all_reduce(const RingStep& ring, void* data, int64_t count, DType dtyp
   }
   const std::vector<Chunk> chunks = split_chunks(data, count, dtype_size(dtype), ring.size);
   ring_reduce_scatter(ring, chunks, dtype, op);
-  if (op == ReduceOp::Avg) divide_by(chunks[ring.rank].data, chunks[ring.rank].count, dtype, ring.size);
+  const Chunk& own = chunks[static_cast<size_t>(ring.rank)];
+  if (op == ReduceOp::Avg) divide_by(own.data, own.count, dtype, ring.size);
   ring_all_gather(ring, chunks, dtype_size(dtype));
 }
 
@@ -142,7 +147,7 @@ void ring_broadcast(const RingStep& ring, void* data, int64_t bytes, int root) {
   constexpr int64_t kSegmentBytes = 256 << 10;
   const int position = mod(ring.rank - root, n);
   const int64_t segments = (bytes + kSegmentBytes - 1) / kSegmentBytes;
-  uint8_t* base = static_cast<uint8_t*>(data);
+  auto* base = static_cast<uint8_t*>(data);
   auto segment = [&](int64_t i) {
     return std::make_pair(base + i * kSegmentBytes, std::min(kSegmentBytes, bytes - i * kSegmentBytes));
   };

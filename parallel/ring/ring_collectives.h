@@ -33,7 +33,7 @@ struct RingStep {
   RingLink* link = nullptr;  // null when size == 1
   int rank = 0, size = 1;
   uint64_t collective = 0;  // numbers the tags of this collective's messages
-  net::Deadline deadline;
+  Deadline deadline;
 };
 
 struct Chunk {

@@ -74,7 +74,10 @@ class HostView {
     if (staged()) cuda_pinned_allocator().deallocate(data_, bytes_, Device::cpu());
   }
   HostView(HostView&& other) noexcept
-      : original_(other.original_), ready_(other.ready_), bytes_(other.bytes_), data_(other.data_) {
+      : original_(std::move(other.original_)),
+        ready_(std::move(other.ready_)),
+        bytes_(other.bytes_),
+        data_(other.data_) {
     other.original_ = Tensor();  // the moved-from view frees nothing
   }
   HostView(const HostView&) = delete;
@@ -98,18 +101,18 @@ class HostView {
 }  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, const RingOptions& options)
-    : ProcessGroup(rank, size, options.timeout), store_(std::move(store)) {
-  RINGGRAD_CHECK(options.transport == "auto" || options.transport == "tcp" || options.transport == "shm",
-                 "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport, "\"");
+    : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)) {
+  RINGGRAD_CHECK(options.transport() == "auto" || options.transport() == "tcp" || options.transport() == "shm",
+                 "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport(), "\"");
   if (size > 1) {
     RINGGRAD_CHECK(store_ != nullptr, "ring: a group of ", size, " ranks needs a store to meet through, got none");
-    const net::Deadline deadline = net::deadline_in(options.setup_timeout);
-    std::string transport = options.transport;
+    const Deadline deadline = deadline_in(options.setup_timeout());
+    std::string transport = options.transport();
     if (transport == "auto") transport = all_ranks_on_this_host(*store_, rank, size) ? "shm" : "tcp";
     if (transport == "shm") {
       link_ = std::make_unique<ShmLink>(*store_, rank, size, deadline);
     } else {
-      link_ = std::make_unique<TcpLink>(*store_, rank, size, options.master_addr, deadline);
+      link_ = std::make_unique<TcpLink>(*store_, rank, size, options.master_addr(), deadline);
     }
   }
   thread_ = std::thread([this] { communication_loop(); });
@@ -122,6 +125,22 @@ RingProcessGroup::~RingProcessGroup() {
   }
   wake_.notify_all();
   thread_.join();
+  if (rank() == 0 && !broken_.empty()) wait_for_failure_reports();  // the thread is gone: no lock
+}
+
+// Rank 0 serves the store, and the store dies with it. After a failure the ranks that are not next
+// to the failed one learn what happened from the store (first_failure), and they learn later than
+// rank 0, which is next to it or is it: so rank 0 gives them a brief while to read it and report
+// back before its process may exit. A rank that died never reports; then the wait ends at the limit.
+void RingProcessGroup::wait_for_failure_reports() {
+  if (!store_) return;
+  try {
+    const ScopedStoreTimeout brief(*store_, kDiagnosticLimit);
+    const auto deadline = std::chrono::steady_clock::now() + kDiagnosticLimit;
+    while (store_->add("ring/failures_reported", 0) < size() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const std::exception&) {  // best effort, as first_failure
+  }
 }
 
 // A rank that is not next to a dead one only sees its neighbour hang up. The store tells it what
@@ -130,19 +149,24 @@ RingProcessGroup::~RingProcessGroup() {
 // stopped with it -- and brief: the error is already known, and this only adds to its message.
 std::string RingProcessGroup::first_failure(const std::string& mine) {
   if (!store_) return "";
+  std::string first;
   try {
     const ScopedStoreTimeout brief(*store_, kDiagnosticLimit);
-    if (store_->check({"ring/first_failure"})) return store_->get_string("ring/first_failure");
-    store_->set("ring/first_failure", mine);
+    if (store_->check({"ring/first_failure"}))
+      first = store_->get_string("ring/first_failure");
+    else
+      store_->set("ring/first_failure", mine);
+    // Read (or written): rank 0 may stop serving the store once every rank has said so
+    // (wait_for_failure_reports). Skipped, with the rest, when the store does not answer.
+    store_->add("ring/failures_reported", 1);
   } catch (const std::exception&) {
   }
-  return "";
+  return first;
 }
 
 const char* RingProcessGroup::transport_name() const { return link_ ? link_->name() : "none"; }
 
-std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description,
-                                                std::function<void(uint64_t, net::Deadline)> run) {
+std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description, std::function<void(uint64_t, Deadline)> run) {
   auto work = std::make_shared<Work>(std::move(description));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -183,7 +207,7 @@ void RingProcessGroup::communication_loop() {
       continue;
     }
     try {
-      job.run(collective, net::deadline_in(timeout()));
+      job.run(collective, deadline_in(timeout()));
       job.work->mark_done();
     } catch (const std::exception& e) {
       std::string message = detail::str(job.work->description(), " on rank ", rank_, ": ", e.what());
@@ -203,24 +227,23 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
   check_tensor("all_reduce", tensor, "the tensor");
   RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64 or bfloat16, got ", tensor.dtype());
   auto ready = ready_point(tensor);
-  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)),
-                 [this, tensor, op, ready](uint64_t c, net::Deadline d) {
-                   const HostView view(tensor, ready);
-                   ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
-                   view.write_back();
-                 });
+  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op, ready](uint64_t c, Deadline d) {
+    const HostView view(tensor, ready);
+    ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
+    view.write_back();
+  });
 }
 
 std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root) {
   check_tensor("broadcast", tensor, "the tensor");
   RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
   auto ready = ready_point(tensor);
-  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root, ready](
-                                                                                uint64_t c, net::Deadline d) {
-    const HostView view(tensor, ready, rank_ == root);
-    ring_broadcast({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel() * tensor.element_size(), root);
-    if (rank_ != root) view.write_back();
-  });
+  return enqueue(
+      describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root, ready](uint64_t c, Deadline d) {
+        const HostView view(tensor, ready, rank_ == root);
+        ring_broadcast({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel() * tensor.element_size(), root);
+        if (rank_ != root) view.write_back();
+      });
 }
 
 std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
@@ -229,13 +252,15 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
                  " output tensors (one per rank), got ", outputs.size());
   for (size_t r = 0; r < outputs.size(); ++r) check_like("all_gather", outputs[r], input, detail::str("output ", r));
   auto ready = ready_point(input);  // outputs and input share the device (check_like)
-  return enqueue(describe("all_gather", input), [this, outputs, input, ready](uint64_t c, net::Deadline d) {
+  return enqueue(describe("all_gather", input), [this, outputs, input, ready](uint64_t c, Deadline d) {
     std::vector<HostView> views;
+    views.reserve(outputs.size());
     for (const Tensor& t : outputs) views.emplace_back(t, ready, /*read=*/false);  // the ring writes all of them
     const HostView in(input, ready);
     const int64_t bytes = input.numel() * input.element_size();
-    copy_bytes(views[rank_].data(), in.data(), bytes);
+    copy_bytes(views[static_cast<size_t>(rank_)].data(), in.data(), bytes);
     std::vector<Chunk> chunks;
+    chunks.reserve(views.size());
     for (const HostView& v : views) chunks.push_back({static_cast<uint8_t*>(v.data()), input.numel()});
     if (size_ > 1) ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, input.element_size());
     for (const HostView& v : views) v.write_back();
@@ -252,30 +277,32 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
   for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
   auto ready = ready_point(output);  // inputs and output share the device (check_like)
   return enqueue(describe("reduce_scatter", output, reduce_op_name(op)),
-                 [this, output, inputs, op, ready](uint64_t c, net::Deadline d) {
+                 [this, output, inputs, op, ready](uint64_t c, Deadline d) {
                    // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
                    const int64_t count = output.numel(), bytes = count * output.element_size();
                    std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
                    std::vector<Chunk> chunks;
                    for (int r = 0; r < size_; ++r) {
-                     const HostView in(inputs[r], ready);
+                     const HostView in(inputs[static_cast<size_t>(r)], ready);
                      copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
                      chunks.push_back({scratch.data() + r * bytes, count});
                    }
                    if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
-                   if (op == ReduceOp::Avg) divide_by(chunks[rank_].data, count, output.dtype(), size_);
+                   uint8_t* const own = chunks[static_cast<size_t>(rank_)].data;
+                   if (op == ReduceOp::Avg) divide_by(own, count, output.dtype(), size_);
                    const HostView out(output, ready, /*read=*/false);
-                   copy_bytes(out.data(), chunks[rank_].data, bytes);
+                   copy_bytes(out.data(), own, bytes);
                    out.write_back();
                  });
 }
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {
-  return enqueue("barrier()", [this](uint64_t c, net::Deadline d) {
+  return enqueue("barrier()", [this](uint64_t c, Deadline d) {
     // An all-gather of one byte per rank: nobody finishes before every rank's byte went around.
     if (size_ == 1) return;
     std::vector<uint8_t> marks(static_cast<size_t>(size_), 0);
     std::vector<Chunk> chunks;
+    chunks.reserve(marks.size());
     for (int r = 0; r < size_; ++r) chunks.push_back({marks.data() + r, 1});
     ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, 1);
   });

@@ -18,17 +18,19 @@
 #include <string>
 #include <thread>
 
+#include <ringgrad/core/base/arg.h>
 #include <ringgrad/parallel/process_group.h>
 #include "parallel/ring/link.h"
 
 namespace ringgrad {
 namespace parallel {
 
+/// The ring backend's settings; init_process_group fills them from InitOptions.
 struct RingOptions {
-  std::chrono::milliseconds timeout{300000};  // each collective
-  std::string transport = "auto";             // "auto", "tcp" or "shm"
-  std::string master_addr = "127.0.0.1";
-  std::chrono::milliseconds setup_timeout{60000};  // connecting the ring
+  RINGGRAD_ARG(std::chrono::milliseconds, timeout){300000};  ///< each collective
+  RINGGRAD_ARG(std::string, transport) = "auto";             ///< "auto", "tcp" or "shm"
+  RINGGRAD_ARG(std::string, master_addr) = "127.0.0.1";      ///< where rank 0's store is, for the TCP links' addresses
+  RINGGRAD_ARG(std::chrono::milliseconds, setup_timeout){60000};  ///< connecting the ring
 };
 
 class RingProcessGroup final : public ProcessGroup {
@@ -51,11 +53,12 @@ class RingProcessGroup final : public ProcessGroup {
  private:
   struct Job {
     std::shared_ptr<Work> work;
-    std::function<void(uint64_t collective, net::Deadline deadline)> run;
+    std::function<void(uint64_t collective, Deadline deadline)> run;
   };
-  std::shared_ptr<Work> enqueue(std::string description, std::function<void(uint64_t, net::Deadline)> run);
+  std::shared_ptr<Work> enqueue(std::string description, std::function<void(uint64_t, Deadline)> run);
   void communication_loop();
   std::string first_failure(const std::string& mine);
+  void wait_for_failure_reports();
 
   std::shared_ptr<Store> store_;
   std::unique_ptr<RingLink> link_;

@@ -3,7 +3,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -54,7 +54,7 @@ std::string host_identity() {
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
   char pid_namespace[128] = {};
   const ssize_t n = ::readlink("/proc/self/ns/pid", pid_namespace, sizeof(pid_namespace) - 1);
-  return std::string(host) + "/" + boot_id + "/" + (n > 0 ? std::string(pid_namespace, n) : "");
+  return std::string(host) + "/" + boot_id + "/" + (n > 0 ? std::string(pid_namespace, static_cast<size_t>(n)) : "");
 }
 
 ShmLink::Channel* map_channel(const std::string& name, bool create) {
@@ -106,8 +106,8 @@ bool all_ranks_on_this_host(Store& store, int rank, int size) {
   return true;
 }
 
-ShmLink::ShmLink(Store& store, int rank, int size, net::Deadline deadline)
-    : rank_(rank), size_(size), next_rank_((rank + 1) % size), prev_rank_((rank + size - 1) % size) {
+ShmLink::ShmLink(Store& store, int rank, int size, Deadline deadline)
+    : rank_(rank), next_rank_((rank + 1) % size), prev_rank_((rank + size - 1) % size) {
   (void)deadline;  // the store's own timeout bounds every wait below
   // One random job id from rank 0 keeps two jobs on one host from opening each other's channels.
   if (rank == 0) {
@@ -148,7 +148,7 @@ ShmLink::~ShmLink() {
 // Called when neither direction could move: spin (a neighbour on another core answers within
 // nanoseconds), then yield the core (ranks may outnumber cores), then nap. While napping, check
 // the deadline, the abort flags and whether the neighbours still live.
-void ShmLink::wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t tag, bool receiving) {
+void ShmLink::wait_a_little(int& idle_rounds, Deadline deadline, uint64_t tag, bool receiving) {
   ++idle_rounds;
   if (idle_rounds < 256) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -161,7 +161,7 @@ void ShmLink::wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t t
     return;
   }
   std::this_thread::sleep_for(std::chrono::microseconds(20));
-  const auto now = net::Clock::now();
+  const auto now = Clock::now();
   if (now - last_liveness_check_ < std::chrono::milliseconds(20)) return;
   last_liveness_check_ = now;
   for (Channel* c : {in_, out_})
@@ -180,7 +180,7 @@ void ShmLink::wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t t
 }
 
 void ShmLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                       size_t recv_bytes, const OnReceived& on_received, net::Deadline deadline) {
+                       size_t recv_bytes, const OnReceived& on_received, Deadline deadline) {
   size_t sent = 0, received = 0;
   int idle_rounds = 0;
   while (sent < send_bytes || received < recv_bytes) {

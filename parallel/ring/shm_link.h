@@ -25,28 +25,28 @@ namespace parallel {
 
 class ShmLink final : public RingLink {
  public:
-  ShmLink(Store& store, int rank, int size, net::Deadline deadline);
+  ShmLink(Store& store, int rank, int size, Deadline deadline);
   ~ShmLink() override;
   ShmLink(const ShmLink&) = delete;
   ShmLink& operator=(const ShmLink&) = delete;
 
   const char* name() const override { return "shm"; }
   void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                size_t recv_bytes, const OnReceived& on_received, net::Deadline deadline) override;
+                size_t recv_bytes, const OnReceived& on_received, Deadline deadline) override;
   void abort(const std::string& reason) override;
 
   struct Channel;  // the shared layout, in shm_link.cpp
 
  private:
-  void wait_a_little(int& idle_rounds, net::Deadline deadline, uint64_t tag, bool receiving);
+  void wait_a_little(int& idle_rounds, Deadline deadline, uint64_t tag, bool receiving);
 
-  int rank_, size_, next_rank_, prev_rank_;
+  int rank_, next_rank_, prev_rank_;
   pid_t next_pid_ = 0, prev_pid_ = 0;
   Channel* in_ = nullptr;   // mine: prev writes, I read
   Channel* out_ = nullptr;  // next's: I write, next reads
   std::string in_name_;
   bool in_unlinked_ = false;
-  net::Clock::time_point last_liveness_check_{};
+  Clock::time_point last_liveness_check_{};
 };
 
 // True when every rank published the same host identity (hostname and boot id) in the store:

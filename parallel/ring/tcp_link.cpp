@@ -58,11 +58,11 @@ std::string local_address_towards(const std::string& host) {
   return text;
 }
 
-TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_addr, net::Deadline deadline)
-    : rank_(rank), size_(size), next_rank_((rank + 1) % size), prev_rank_((rank + size - 1) % size) {
-  const std::string token = net::job_token();
+TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_addr, Deadline deadline)
+    : rank_(rank), next_rank_((rank + 1) % size), prev_rank_((rank + size - 1) % size) {
+  const std::string token = job_token();
   const std::string me = local_address_towards(master_addr);
-  net::Listener listener(me, 0);
+  Listener listener(me, 0);
   store.set("ring/tcp/" + std::to_string(rank), me + ":" + std::to_string(listener.port()));
 
   // Connect forward first: the kernel completes a connection into the peer's listen backlog before
@@ -70,10 +70,10 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
   const std::string next = store.get_string("ring/tcp/" + std::to_string(next_rank_));
   const size_t colon = next.rfind(':');
   RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next_rank_, " published a malformed address '", next, "'");
-  to_next_ = net::connect_to(next.substr(0, colon), std::stoi(next.substr(colon + 1)), deadline,
-                             "ring: connecting to rank " + std::to_string(next_rank_));
-  net::send_token(to_next_, token, deadline);
-  const uint32_t my_rank = static_cast<uint32_t>(rank);
+  to_next_ = connect_to(next.substr(0, colon), std::stoi(next.substr(colon + 1)), deadline,
+                        "ring: connecting to rank " + std::to_string(next_rank_));
+  send_token(to_next_, token, deadline);
+  const auto my_rank = static_cast<uint32_t>(rank);
   to_next_.send_all(&my_rank, sizeof(my_rank), deadline, "ring: introducing rank " + std::to_string(rank));
 
   // Accept until the previous rank shows up with the right token; anything else is closed. Each
@@ -81,11 +81,11 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
   // that connects and says nothing (a port scanner, a stuck process) must not hold up the real peer
   // queued behind it in the listen backlog.
   while (!from_prev_.valid()) {
-    net::Socket candidate =
+    Socket candidate =
         listener.accept(deadline, "ring: waiting for rank " + std::to_string(prev_rank_) + " to connect");
-    const net::Deadline introduction = std::min(deadline, net::Clock::now() + kIntroductionLimit);
+    const Deadline introduction = std::min(deadline, Clock::now() + kIntroductionLimit);
     uint32_t who = 0;
-    bool introduced = net::check_token(candidate, token, introduction);
+    bool introduced = check_token(candidate, token, introduction);
     if (introduced) {
       try {
         candidate.recv_all(&who, sizeof(who), introduction, "ring: reading the connecting rank");
@@ -102,7 +102,7 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
                    rank, candidate.peer().c_str(), prev_rank_, static_cast<long long>(kIntroductionLimit.count()));
     }
   }
-  for (net::Socket* s : {&to_next_, &from_prev_}) {
+  for (Socket* s : {&to_next_, &from_prev_}) {
     s->set_nodelay();
     s->set_buffer_sizes(kSocketBufferBytes);
     s->set_nonblocking(true);
@@ -111,7 +111,7 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
 }
 
 void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                       size_t recv_bytes, const OnReceived& on_received, net::Deadline deadline) {
+                       size_t recv_bytes, const OnReceived& on_received, Deadline deadline) {
   const MessageHeader out_header{send_tag, send_bytes};
   MessageHeader in_header{};
   // Progress counters run over header + payload, one stream per direction.
@@ -134,7 +134,7 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
       fds[count] = {from_prev_.fd(), POLLIN, 0};
       recv_slot = count++;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       throw Error(detail::str("ring: timed out at ", describe_tag(recv_total > received ? recv_tag : send_tag), " ",
                               received < recv_total
@@ -142,7 +142,7 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
                                   : "waiting for rank " + std::to_string(next_rank_) + " to take data",
                               " (", received, "/", recv_total, " bytes in, ", sent, "/", send_total, " out)"));
     }
-    if (::poll(fds, count, static_cast<int>(std::min<long long>(left, 100))) < 0) {
+    if (::poll(fds, static_cast<nfds_t>(count), static_cast<int>(std::min<long long>(left, 100))) < 0) {
       if (errno == EINTR) continue;
       throw Error(detail::str("ring: poll failed: ", std::strerror(errno)));
     }
@@ -164,7 +164,7 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
                                          sizeof(MessageHeader) - received, from_prev);
         if (received == sizeof(MessageHeader) && in_header.tag == kAbortTag) {
           std::string reason(std::min(in_header.bytes, kMaxAbortReason), '\0');
-          from_prev_.recv_all(reason.data(), reason.size(), net::deadline_in(std::chrono::seconds(1)), from_prev);
+          from_prev_.recv_all(reason.data(), reason.size(), deadline_in(std::chrono::seconds(1)), from_prev);
           throw Error(
               detail::str("ring: rank ", prev_rank_, " aborted (", reason, ") during ", describe_tag(recv_tag)));
         }
@@ -204,7 +204,7 @@ void TcpLink::abort(const std::string& reason) {
     try {
       const std::string text = reason.substr(0, kMaxAbortReason);
       const MessageHeader header{kAbortTag, text.size()};
-      const net::Deadline soon = net::deadline_in(std::chrono::milliseconds(100));
+      const Deadline soon = deadline_in(std::chrono::milliseconds(100));
       to_next_.send_all(&header, sizeof(header), soon, "ring: telling rank " + std::to_string(next_rank_));
       to_next_.send_all(text.data(), text.size(), soon, "ring: telling rank " + std::to_string(next_rank_));
     } catch (const std::exception&) {

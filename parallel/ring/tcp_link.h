@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "parallel/ring/link.h"
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 #include <ringgrad/parallel/store.h>
 
 namespace ringgrad {
@@ -22,15 +22,15 @@ namespace parallel {
 class TcpLink final : public RingLink {
  public:
   // Rendezvous through the store; every rank of the group calls it at the same time.
-  TcpLink(Store& store, int rank, int size, const std::string& master_addr, net::Deadline deadline);
+  TcpLink(Store& store, int rank, int size, const std::string& master_addr, Deadline deadline);
   const char* name() const override { return "tcp"; }
   void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                size_t recv_bytes, const OnReceived& on_received, net::Deadline deadline) override;
+                size_t recv_bytes, const OnReceived& on_received, Deadline deadline) override;
   void abort(const std::string& reason) override;
 
  private:
-  int rank_, size_, next_rank_, prev_rank_;
-  net::Socket to_next_, from_prev_;
+  int rank_, next_rank_, prev_rank_;
+  Socket to_next_, from_prev_;
   std::vector<uint8_t> scratch_;  // received pieces when the caller gives no destination
   bool send_at_boundary_ = true;  // the stream to next_rank_ is between two messages
 };

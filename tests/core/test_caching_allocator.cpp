@@ -268,7 +268,7 @@ TEST_CASE("caching allocator: a real MLP training step is served from the cache 
   {
     manual_seed(3);
     nn::MLP model({64, 96, 48, 10});
-    optim::SGD opt(model.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    nn::optim::SGD opt(model.parameters(), nn::optim::SGDOptions(0.05).momentum(0.9));
     const Tensor x = randn({32, 64}, DType::f32, 4);
     const Tensor labels = argmax(randn({32, 10}, DType::f32, 5), 1);
     auto step = [&] {

@@ -102,7 +102,7 @@ TEST_CASE("factories: empty has the requested shape, dtype and device", "[tensor
   Tensor on1 = empty({2}, Device::cpu(1));
   CHECK(on1.device() == Device::cpu(1));
   CHECK(on1.storage()->device() == Device::cpu(1));
-  Tensor rg = empty({2}, TensorOptions(DType::f64).requires_grad());
+  Tensor rg = empty({2}, TensorOptions(DType::f64).requires_grad(true));
   CHECK(rg.requires_grad());
   CHECK(rg.is_leaf());
 }

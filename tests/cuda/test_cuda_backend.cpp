@@ -24,6 +24,7 @@
 #include "test_util.h"
 
 using namespace ringgrad;
+using namespace ringgrad::kernels;
 using ringgrad::test::check_close;
 using ringgrad::test::poisoned;
 using ringgrad::test::require_gpu;

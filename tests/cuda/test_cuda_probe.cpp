@@ -43,7 +43,7 @@ TEST_CASE("cuda probe: saxpy agrees with the CPU on odd sizes", "[cuda]") {
   std::vector<float> expected(n);
   for (size_t i = 0; i < n; ++i) expected[i] = a * x[i] + y[i];
 
-  cuda_probe_saxpy(a, x, y);
+  kernels::cuda_probe_saxpy(a, x, y);
 
   // The GPU fuses a*x + y into one FMA (one rounding), the CPU may round twice: allow an ulp or so.
   size_t wrong = 0, first_wrong = 0;
@@ -59,7 +59,7 @@ TEST_CASE("cuda probe: saxpy agrees with the CPU on odd sizes", "[cuda]") {
 
 TEST_CASE("cuda probe: saxpy rejects x and y of different sizes", "[cuda]") {
   std::vector<float> y(3);
-  CHECK_THROWS_WITH(cuda_probe_saxpy(2.0f, std::vector<float>(4), y),
+  CHECK_THROWS_WITH(kernels::cuda_probe_saxpy(2.0f, std::vector<float>(4), y),
                     "cuda_probe_saxpy: expected x and y of the same size, got 4 and 3");
 }
 

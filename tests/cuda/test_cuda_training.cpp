@@ -75,8 +75,8 @@ TEST_CASE("cuda training: an MLP on cuda:0 follows the CPU loss curve", "[cuda]"
   auto gpu_model = copy_of(cpu_model, kGpu);
   const std::vector<Batch> batches = make_batches(4, 61, 33, 7);
 
-  optim::SGD cpu_opt(cpu_model.parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
-  optim::SGD gpu_opt(gpu_model->parameters(), optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+  nn::optim::SGD cpu_opt(cpu_model.parameters(), nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+  nn::optim::SGD gpu_opt(gpu_model->parameters(), nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
   const std::vector<double> cpu_losses = train(cpu_model, cpu_opt, batches, Device::cpu(), 8);
   const std::vector<double> gpu_losses = train(*gpu_model, gpu_opt, batches, kGpu, 8);
 
@@ -97,9 +97,9 @@ TEST_CASE("cuda training: AdamW on cuda:0 follows the CPU loss curve", "[cuda]")
   nn::MLP cpu_model({17, 33, 5}, nn::MLP::Act::GeluTanh);
   auto gpu_model = copy_of(cpu_model, kGpu);
   const std::vector<Batch> batches = make_batches(3, 29, 17, 5);
-  const auto options = optim::AdamOptions(1e-2).weight_decay(0.01);
-  optim::AdamW cpu_opt(cpu_model.parameters(), options);
-  optim::AdamW gpu_opt(gpu_model->parameters(), options);
+  const auto options = nn::optim::AdamOptions(1e-2).weight_decay(0.01);
+  nn::optim::AdamW cpu_opt(cpu_model.parameters(), options);
+  nn::optim::AdamW gpu_opt(gpu_model->parameters(), options);
   const std::vector<double> cpu_losses = train(cpu_model, cpu_opt, batches, Device::cpu(), 4);
   const std::vector<double> gpu_losses = train(*gpu_model, gpu_opt, batches, kGpu, 4);
   for (size_t i = 0; i < cpu_losses.size(); ++i) {
@@ -114,7 +114,7 @@ TEST_CASE("cuda allocator: after warm-up, training steps make no cudaMalloc", "[
   // Weights of 3 MiB (the large-block pool) and activations of 256 KiB (the small one); the size
   // does not matter beyond that, and a small model keeps the emulated run short.
   auto model = copy_of(nn::MLP({784, 1024, 10}), kGpu);
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
   const std::vector<Batch> batches = make_batches(2, 64, 784, 10);
   train(*model, opt, batches, kGpu, 1);  // warm-up: the cache fills
 
@@ -177,7 +177,7 @@ TEST_CASE("cuda pinned memory: allocations are reused and usable as copy sources
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
   std::memcpy(p, values.data(), static_cast<size_t>(nbytes));
   Tensor g = empty({3000}, kGpu);
-  backend_for(DeviceKind::CUDA).copy_between(DeviceKind::CPU, 0, p, DeviceKind::CUDA, 0, g.data(), nbytes);
+  kernels::backend_for(DeviceKind::CUDA).copy_between(DeviceKind::CPU, 0, p, DeviceKind::CUDA, 0, g.data(), nbytes);
   pinned.deallocate(p, nbytes, Device::cpu());
   CHECK(g.to_vector<float>() == values);
   void* q = pinned.allocate(nbytes, Device::cpu());

@@ -63,8 +63,8 @@ TEST_CASE("DataParallel over every GPU follows CPU training on the same global b
   auto gpu_model = std::static_pointer_cast<nn::MLP>(cpu_model->clone());
   gpu_model->to(Device::cuda(0));
   parallel::DataParallel<nn::MLP> dp(gpu_model, all_gpus());
-  optim::SGD opt_cpu(cpu_model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
-  optim::SGD opt_gpu(dp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt_cpu(cpu_model->parameters(), nn::optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt_gpu(dp.parameters(), nn::optim::SGDOptions(0.1).momentum(0.9));
   for (int64_t step = 0; step < 4; ++step) {
     const Tensor x = randn({rows, in}, DType::f32, 10 + step);
     std::vector<int64_t> labels;

@@ -22,6 +22,7 @@
 #include "cuda_test_util.h"
 
 using namespace ringgrad;
+using namespace ringgrad::kernels;
 using ringgrad::test::require_gpu;
 
 namespace {

@@ -30,6 +30,7 @@
 #include "kernels/cuda/softmax.h"
 
 using namespace ringgrad;
+using namespace ringgrad::kernels;
 using ringgrad::test::require_gpu;
 
 namespace {

@@ -42,9 +42,8 @@ void require_nccl_gpu() {
 }
 
 std::shared_ptr<parallel::ProcessGroup> group_of_one() {
-  parallel::InitOptions options =
-      parallel::InitOptions().with_rank(0).with_world_size(1).with_timeout(std::chrono::seconds(60));
-  options.local_rank = 0;  // not LOCAL_RANK from the environment
+  parallel::InitOptions options = parallel::InitOptions().rank(0).world_size(1).timeout(std::chrono::seconds(60));
+  options.local_rank() = 0;  // not LOCAL_RANK from the environment
   return parallel::init_process_group("nccl", options);
 }
 
@@ -278,15 +277,10 @@ namespace {
 // a TCPStore on a free port; returns what each rank threw ("" when nothing).
 template <typename Body>
 std::vector<std::string> run_two_ranks(Body body) {
-  auto server = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
-                                                         .with_host("127.0.0.1")
-                                                         .with_port(0)
-                                                         .server(true)
-                                                         .with_timeout(std::chrono::seconds(60)));
-  auto client = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
-                                                         .with_host("127.0.0.1")
-                                                         .with_port(server->port())
-                                                         .with_timeout(std::chrono::seconds(60)));
+  auto server = std::make_shared<parallel::TCPStore>(
+      parallel::TCPStoreOptions().host("127.0.0.1").port(0).is_server(true).timeout(std::chrono::seconds(60)));
+  auto client = std::make_shared<parallel::TCPStore>(
+      parallel::TCPStoreOptions().host("127.0.0.1").port(server->port()).timeout(std::chrono::seconds(60)));
   const std::vector<std::shared_ptr<parallel::Store>> stores = {server, client};
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;

@@ -64,7 +64,7 @@ TEST_CASE("cuda staging: a copy to pinned memory does not wait for kernels queue
   void* host = pinned.allocate(4096 * 4, Device::cpu());
   cuda_copy_to_pinned(*ready, grad.data(), host, 4096 * 4);
   // The compute stream must still be busy with the products: the copy waited for `ready` only.
-  const cudaError_t state = cudaStreamQuery(cuda::stream_for(0));
+  const cudaError_t state = cudaStreamQuery(kernels::cuda::stream_for(0));
   CHECK(state == cudaErrorNotReady);
   cuda_synchronize(0);
   CHECK(std::memcmp(host, grad.to_vector<float>().data(), 4096 * 4) == 0);

@@ -35,7 +35,7 @@ constexpr int kCheckEvery = 64;  // inputs between two liveness checks
 
 TCPStore& server() {
   static TCPStore* store = [] {
-    auto* s = new TCPStore(TCPStoreOptions().server().with_port(0).with_timeout(std::chrono::seconds(5)));
+    auto* s = new TCPStore(TCPStoreOptions().is_server(true).port(0).timeout(std::chrono::seconds(5)));
     s->set_timeout(std::chrono::seconds(5));  // the liveness check's get: a hang past this is a bug
     return s;
   }();  // never destroyed: libFuzzer exits from anywhere

@@ -18,6 +18,7 @@
 #include <ringgrad/core/base/philox.h>
 
 using namespace ringgrad;
+using namespace ringgrad::kernels;
 
 namespace {
 

@@ -56,11 +56,11 @@ std::shared_ptr<nn::Sequential> make_model() {
       std::make_shared<nn::Linear>(12, 4)});
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& kind, const nn::Module& model) {
+std::unique_ptr<nn::optim::Optimizer> make_optimizer(const std::string& kind, const nn::Module& model) {
   if (kind == "sgd")
-    return std::make_unique<optim::SGD>(model.parameters(),
-                                        optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
-  return std::make_unique<optim::AdamW>(model.parameters(), optim::AdamOptions(1e-2).weight_decay(0.05));
+    return std::make_unique<nn::optim::SGD>(
+        model.parameters(), nn::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3));
+  return std::make_unique<nn::optim::AdamW>(model.parameters(), nn::optim::AdamOptions(1e-2).weight_decay(0.05));
 }
 
 // Three fixed batches of 8 samples, 6 features, 4 classes; step s trains on batch s % 3.
@@ -79,7 +79,7 @@ Batches make_batches() {
   return b;
 }
 
-void train(nn::Module& model, optim::Optimizer& opt, const Batches& data, int64_t from_step, int64_t to_step) {
+void train(nn::Module& model, nn::optim::Optimizer& opt, const Batches& data, int64_t from_step, int64_t to_step) {
   model.train();
   for (int64_t step = from_step; step < to_step; ++step) {
     opt.zero_grad();
@@ -169,7 +169,7 @@ TEST_CASE("checkpoint: the TrainingState round-trips through the metadata", "[ch
   TempDir dir;
   const std::string path = dir.file("state.ckpt");
   auto model = make_model();
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1));
+  nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(0.1));
   nn::TrainingState state;
   state.step = -3;  // whatever the script stores comes back
   state.epoch = INT64_MAX;
@@ -238,7 +238,7 @@ TEST_CASE("checkpoint: load_model reads the weights of a training checkpoint", "
   const std::string path = dir.file("run.ckpt");
   manual_seed(3);
   auto model = make_model();
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1));
+  nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(0.1));
   nn::save_checkpoint(path, *model, opt, {});
   manual_seed(4);
   auto other = make_model();

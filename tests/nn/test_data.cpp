@@ -30,7 +30,7 @@
 #include "test_util.h"
 
 using namespace ringgrad;
-using namespace ringgrad::data;
+using namespace ringgrad::nn::data;
 using ringgrad::test::TempDir;
 namespace fs = std::filesystem;
 

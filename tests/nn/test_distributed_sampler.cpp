@@ -16,7 +16,7 @@
 #include "test_util.h"
 
 using namespace ringgrad;
-using namespace ringgrad::data;
+using namespace ringgrad::nn::data;
 
 namespace {
 

@@ -245,8 +245,8 @@ TEST_CASE("MLP: layers fc1, fc2, ... with the given sizes", "[nn]") {
   CHECK(mlp.layers[2]->weight.shape() == Shape{5, 11});
   CHECK(mlp.layers[2]->bias.shape() == Shape{5});
   // Only hidden layers carry the fused ReLU.
-  CHECK(mlp.layers[0]->options.activation_ == Activation::Relu);
-  CHECK(mlp.layers[2]->options.activation_ == Activation::None);
+  CHECK(mlp.layers[0]->options.activation() == Activation::Relu);
+  CHECK(mlp.layers[2]->options.activation() == Activation::None);
   CHECK(mlp.forward(randn({4, 13}, DType::f32, 1)).shape() == Shape{4, 5});
   CHECK(printed(mlp) == "MLP(13-17-11-5, activation=relu)");
   CHECK(printed(nn::MLP({3, 2}, nn::MLP::Act::GeluTanh)) == "MLP(3-2, activation=gelu_tanh)");

@@ -92,7 +92,7 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 TEST_CASE("SGD: plain steps are p -= lr g and match PyTorch", "[optim]") {
   // By hand: 1 - 0.1*0.1 = 0.99, then 0.99 - 0.1*0.25 = 0.965, then 0.965 + 0.1*0.4 = 1.005.
-  check_trajectory([](std::vector<Tensor> ps) { return optim::SGD(ps, optim::SGDOptions(0.1)); },
+  check_trajectory([](std::vector<Tensor> ps) { return nn::optim::SGD(ps, nn::optim::SGDOptions(0.1)); },
                    {{0.99, -1.97, 0.43}, {0.965, -1.945, 0.38}, {1.005, -1.965, 0.35}});
 }
 
@@ -101,7 +101,9 @@ TEST_CASE("SGD: momentum with dampening matches hand computation and PyTorch", "
   // buf2 = 0.9*0.1 + 0.9*0.25 = 0.315, p2 = 0.99 - 0.0315 = 0.9585;
   // buf3 = 0.9*0.315 - 0.9*0.4 = -0.0765, p3 = 0.9585 + 0.00765 = 0.96615.
   check_trajectory(
-      [](std::vector<Tensor> ps) { return optim::SGD(ps, optim::SGDOptions(0.1).momentum(0.9).dampening(0.1)); },
+      [](std::vector<Tensor> ps) {
+        return nn::optim::SGD(ps, nn::optim::SGDOptions(0.1).momentum(0.9).dampening(0.1));
+      },
       {{0.99, -1.97, 0.43},
        {0.9585, -1.9204999999999999, 0.32199999999999995},
        {0.9661500000000001, -1.8939499999999998, 0.19779999999999995}});
@@ -109,7 +111,7 @@ TEST_CASE("SGD: momentum with dampening matches hand computation and PyTorch", "
 
 TEST_CASE("SGD: Nesterov momentum matches PyTorch in float64 and float32", "[optim]") {
   auto make = [](std::vector<Tensor> ps) {
-    return optim::SGD(ps, optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+    return nn::optim::SGD(ps, nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
   };
   // By hand for element 0: buf1 = 0.1, d = 0.1 + 0.9*0.1 = 0.19, p1 = 1 - 0.019 = 0.981.
   check_trajectory(make, {{0.981, -1.943, 0.367}, {0.9254, -1.8712, 0.2153}, {0.97386, -1.86708, 0.06676999999999998}});
@@ -123,7 +125,9 @@ TEST_CASE("SGD: Nesterov momentum matches PyTorch in float64 and float32", "[opt
 TEST_CASE("SGD: weight decay is added to the gradient before momentum", "[optim]") {
   // By hand for element 0: d1 = 0.1 + 0.01*1 = 0.11, p1 = 1 - 0.011 = 0.989.
   check_trajectory(
-      [](std::vector<Tensor> ps) { return optim::SGD(ps, optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01)); },
+      [](std::vector<Tensor> ps) {
+        return nn::optim::SGD(ps, nn::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01));
+      },
       {{0.989, -1.968, 0.4295},
        {0.9531109999999999, -1.912232, 0.31562049999999997},
        {0.959857789, -1.880128568, 0.18281332949999995}});
@@ -131,7 +135,7 @@ TEST_CASE("SGD: weight decay is added to the gradient before momentum", "[optim]
 
 TEST_CASE("SGD: parameters without a gradient are skipped and keep no state", "[optim]") {
   Tensor a = param({1.0, 2.0}), b = param({3.0});
-  optim::SGD opt({a, b}, optim::SGDOptions(0.5).momentum(0.9));
+  nn::optim::SGD opt({a, b}, nn::optim::SGDOptions(0.5).momentum(0.9));
   a.set_grad(from_vector<double>({1.0, -1.0}));
   opt.step();
   CHECK(a.to_vector<double>() == std::vector<double>{0.5, 2.5});
@@ -148,13 +152,13 @@ TEST_CASE("SGD: parameters without a gradient are skipped and keep no state", "[
 }
 
 TEST_CASE("SGD: options chain and the defaults are PyTorch's", "[optim]") {
-  const optim::SGDOptions o = optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-4);
+  const nn::optim::SGDOptions o = nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-4);
   CHECK(o.lr() == 0.1);
   CHECK(o.momentum() == 0.9);
   CHECK(o.dampening() == 0.0);
   CHECK(o.nesterov());
   CHECK(o.weight_decay() == 1e-4);
-  const optim::SGDOptions d(0.2);
+  const nn::optim::SGDOptions d(0.2);
   CHECK(d.momentum() == 0.0);
   CHECK(d.dampening() == 0.0);
   CHECK_FALSE(d.nesterov());
@@ -166,7 +170,7 @@ TEST_CASE("SGD: options chain and the defaults are PyTorch's", "[optim]") {
 TEST_CASE("Adam: bias-corrected steps match hand computation and PyTorch", "[optim]") {
   // By hand, first step: m = 0.1 g, v = 0.001 g^2, so m/(1-0.9) = g and sqrt(v/(1-0.999)) = |g|;
   // p1 = p0 - 0.1 g/(|g| + 1e-8) = p0 - 0.1 sign(g) (up to eps): 0.9, -1.9, 0.4.
-  auto make = [](std::vector<Tensor> ps) { return optim::Adam(ps, optim::AdamOptions(0.1)); };
+  auto make = [](std::vector<Tensor> ps) { return nn::optim::Adam(ps, nn::optim::AdamOptions(0.1)); };
   check_trajectory(make, {{0.900000009999999, -1.9000000033333333, 0.4000000014285714},
                           {0.806029271380724, -1.8008827194642782, 0.3022179359173407},
                           {0.818484955017889, -1.7618375616130308, 0.20980286941453058}});
@@ -181,7 +185,7 @@ TEST_CASE("Adam: weight decay is an L2 term in the gradient", "[optim]") {
   // By hand, first step: g' = 0.1 + 0.1*1 = 0.2 > 0, so p1 = 1 - 0.1*0.2/(0.2 + 1e-6) = 0.9000004999975.
   check_trajectory(
       [](std::vector<Tensor> ps) {
-        return optim::Adam(ps, optim::AdamOptions(0.1).betas(0.8, 0.99).eps(1e-6).weight_decay(0.1));
+        return nn::optim::Adam(ps, nn::optim::AdamOptions(0.1).betas(0.8, 0.99).eps(1e-6).weight_decay(0.1));
       },
       {{0.9000004999975, -1.9000001999996, 0.40000013333315554},
        {0.8005340496193789, -1.800879612040941, 0.3030075122930954},
@@ -191,29 +195,30 @@ TEST_CASE("Adam: weight decay is an L2 term in the gradient", "[optim]") {
 TEST_CASE("AdamW: decoupled decay shrinks the parameter before the Adam step", "[optim]") {
   // By hand, first step: p = 1*(1 - 0.1*0.1) = 0.99, then the bias-corrected step of -0.1 sign(g):
   // 0.89 (Adam without decay gives 0.9; with coupled decay it would differ, see the test above).
-  check_trajectory([](std::vector<Tensor> ps) { return optim::AdamW(ps, optim::AdamOptions(0.1).weight_decay(0.1)); },
-                   {{0.890000009999999, -1.8800000033333333, 0.3950000014285714},
-                    {0.787129271280724, -1.762082719430945, 0.293267935903055},
-                    {0.7917136622050817, -1.705416734385388, 0.1979201900412143}});
+  check_trajectory(
+      [](std::vector<Tensor> ps) { return nn::optim::AdamW(ps, nn::optim::AdamOptions(0.1).weight_decay(0.1)); },
+      {{0.890000009999999, -1.8800000033333333, 0.3950000014285714},
+       {0.787129271280724, -1.762082719430945, 0.293267935903055},
+       {0.7917136622050817, -1.705416734385388, 0.1979201900412143}});
   // The default weight_decay is 1e-2, as in PyTorch; Adam's is 0.
-  check_trajectory([](std::vector<Tensor> ps) { return optim::AdamW(ps, optim::AdamOptions(0.1)); },
+  check_trajectory([](std::vector<Tensor> ps) { return nn::optim::AdamW(ps, nn::optim::AdamOptions(0.1)); },
                    {{0.8990000099999991, -1.8980000033333333, 0.39950000142857145},
                     {0.8041302713707241, -1.796984719460945, 0.3013184359159122},
                     {0.8157818247365184, -1.7561425768902366, 0.20860205097718615}});
   Tensor p = param({1.0});
-  CHECK(optim::AdamW({p}).options().weight_decay() == 1e-2);
-  CHECK(optim::Adam({p}).options().weight_decay() == 0.0);
-  CHECK(optim::AdamW({p}, optim::AdamWOptions(0.1)).options().weight_decay() == 1e-2);
-  CHECK(optim::AdamW({p}, optim::AdamOptions().weight_decay(0.0)).options().weight_decay() == 0.0);
+  CHECK(nn::optim::AdamW({p}).options().weight_decay() == 1e-2);
+  CHECK(nn::optim::Adam({p}).options().weight_decay() == 0.0);
+  CHECK(nn::optim::AdamW({p}, nn::optim::AdamWOptions(0.1)).options().weight_decay() == 1e-2);
+  CHECK(nn::optim::AdamW({p}, nn::optim::AdamOptions().weight_decay(0.0)).options().weight_decay() == 0.0);
 }
 
 TEST_CASE("Adam: options chain and the defaults are PyTorch's", "[optim]") {
-  const optim::AdamOptions d;
+  const nn::optim::AdamOptions d;
   CHECK(d.lr() == 1e-3);
   CHECK(d.betas() == std::pair<double, double>(0.9, 0.999));
   CHECK(d.eps() == 1e-8);
   CHECK_FALSE(d.has_weight_decay());
-  const optim::AdamOptions o = optim::AdamOptions(3e-4).betas(0.9, 0.95).eps(1e-6).weight_decay(0.1);
+  const nn::optim::AdamOptions o = nn::optim::AdamOptions(3e-4).betas(0.9, 0.95).eps(1e-6).weight_decay(0.1);
   CHECK(o.lr() == 3e-4);
   CHECK(o.betas().second == 0.95);
   CHECK(o.eps() == 1e-6);
@@ -222,7 +227,7 @@ TEST_CASE("Adam: options chain and the defaults are PyTorch's", "[optim]") {
 
 TEST_CASE("Adam: a one-element and an empty parameter step without trouble", "[optim]") {
   Tensor a = param({2.0}), e = param({});
-  optim::Adam opt({a, e}, optim::AdamOptions(0.5));
+  nn::optim::Adam opt({a, e}, nn::optim::AdamOptions(0.5));
   a.set_grad(from_vector<double>({-3.0}));
   e.set_grad(zeros({0}, DType::f64));
   opt.step();
@@ -237,7 +242,7 @@ TEST_CASE("Optimizer: zero_grad leaves every gradient undefined", "[optim]") {
   Tensor a = param({1.0, 2.0}), b = param({3.0});
   a.set_grad(ones({2}, DType::f64));
   b.set_grad(ones({1}, DType::f64));
-  optim::SGD opt({a, b}, optim::SGDOptions(0.1));
+  nn::optim::SGD opt({a, b}, nn::optim::SGDOptions(0.1));
   opt.zero_grad();
   CHECK_FALSE(a.grad().defined());
   CHECK_FALSE(b.grad().defined());
@@ -247,7 +252,7 @@ TEST_CASE("Optimizer: zero_grad leaves every gradient undefined", "[optim]") {
 
 TEST_CASE("Optimizer: set_lr changes the next step", "[optim]") {
   Tensor p = param({1.0});
-  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  nn::optim::SGD opt({p}, nn::optim::SGDOptions(0.1));
   opt.set_lr(0.5);
   CHECK(opt.lr() == 0.5);
   CHECK(opt.options().lr() == 0.5);
@@ -260,7 +265,7 @@ TEST_CASE("Optimizer: set_lr changes the next step", "[optim]") {
 TEST_CASE("Optimizer: gradients flow from backward into the step", "[optim]") {
   // loss = sum(p^2) has gradient 2p, so one SGD step with lr 0.25 halves p.
   Tensor p = param({4.0, -2.0});
-  optim::SGD opt({p}, optim::SGDOptions(0.25));
+  nn::optim::SGD opt({p}, nn::optim::SGDOptions(0.25));
   sum(p * p).backward();
   opt.step();
   CHECK(p.to_vector<double>() == std::vector<double>{2.0, -1.0});
@@ -270,34 +275,35 @@ TEST_CASE("Optimizer: gradients flow from backward into the step", "[optim]") {
 
 TEST_CASE("Optimizer: bad parameter lists are rejected naming the index", "[optim]") {
   Tensor ok = param({1.0});
-  CHECK_ERROR(optim::SGD({}, optim::SGDOptions(0.1)), "empty parameter list");
-  CHECK_ERROR(optim::SGD({ok, from_vector<double>({1.0})}, optim::SGDOptions(0.1)), "parameter 1", "require grad");
-  CHECK_ERROR(optim::SGD({ok, ok * 2.0}, optim::SGDOptions(0.1)), "parameter 1", "leaf");
-  CHECK_ERROR(optim::Adam({ok, Tensor()}), "parameter 1", "undefined");
-  CHECK_ERROR(optim::Adam({from_vector<int64_t>({1})}), "parameter 0", "floating", "int64");
-  CHECK_ERROR(optim::SGD({ok, ok}, optim::SGDOptions(0.1)), "parameter 1", "same tensor as parameter 0");
+  CHECK_ERROR(nn::optim::SGD({}, nn::optim::SGDOptions(0.1)), "empty parameter list");
+  CHECK_ERROR(nn::optim::SGD({ok, from_vector<double>({1.0})}, nn::optim::SGDOptions(0.1)), "parameter 1",
+              "require grad");
+  CHECK_ERROR(nn::optim::SGD({ok, ok * 2.0}, nn::optim::SGDOptions(0.1)), "parameter 1", "leaf");
+  CHECK_ERROR(nn::optim::Adam({ok, Tensor()}), "parameter 1", "undefined");
+  CHECK_ERROR(nn::optim::Adam({from_vector<int64_t>({1})}), "parameter 0", "floating", "int64");
+  CHECK_ERROR(nn::optim::SGD({ok, ok}, nn::optim::SGDOptions(0.1)), "parameter 1", "same tensor as parameter 0");
 }
 
 TEST_CASE("Optimizer: a gradient that does not fit its parameter is reported at step", "[optim]") {
   Tensor p = param({1.0, 2.0});
-  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  nn::optim::SGD opt({p}, nn::optim::SGDOptions(0.1));
   p.autograd_meta().grad = ones({2}, DType::f32);  // bypasses set_grad's own check
   CHECK_ERROR(opt.step(), "SGD.step", "parameter 0", "float64", "float32");
 }
 
 TEST_CASE("Optimizer: invalid options are rejected as PyTorch rejects them", "[optim]") {
   Tensor p = param({1.0});
-  CHECK_ERROR(optim::SGD({p}, optim::SGDOptions(-0.1)), "SGD", "learning rate", "-0.1");
-  CHECK_ERROR(optim::SGD({p}, optim::SGDOptions(0.1).momentum(-0.5)), "SGD", "momentum", "-0.5");
-  CHECK_ERROR(optim::SGD({p}, optim::SGDOptions(0.1).weight_decay(-1)), "SGD", "weight_decay");
-  CHECK_ERROR(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)), "Nesterov", "momentum > 0", "dampening");
-  CHECK_ERROR(optim::SGD({p}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).nesterov(true)), "Nesterov",
+  CHECK_ERROR(nn::optim::SGD({p}, nn::optim::SGDOptions(-0.1)), "SGD", "learning rate", "-0.1");
+  CHECK_ERROR(nn::optim::SGD({p}, nn::optim::SGDOptions(0.1).momentum(-0.5)), "SGD", "momentum", "-0.5");
+  CHECK_ERROR(nn::optim::SGD({p}, nn::optim::SGDOptions(0.1).weight_decay(-1)), "SGD", "weight_decay");
+  CHECK_ERROR(nn::optim::SGD({p}, nn::optim::SGDOptions(0.1).nesterov(true)), "Nesterov", "momentum > 0", "dampening");
+  CHECK_ERROR(nn::optim::SGD({p}, nn::optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).nesterov(true)), "Nesterov",
               "dampening 0.1");
-  CHECK_ERROR(optim::Adam({p}, optim::AdamOptions(-1e-3)), "Adam", "learning rate");
-  CHECK_ERROR(optim::Adam({p}, optim::AdamOptions().betas(1.0, 0.999)), "Adam", "beta parameter at index 0");
-  CHECK_ERROR(optim::AdamW({p}, optim::AdamOptions().betas(0.9, -0.1)), "AdamW", "beta parameter at index 1");
-  CHECK_ERROR(optim::Adam({p}, optim::AdamOptions().eps(-1e-8)), "Adam", "epsilon");
-  CHECK_ERROR(optim::AdamW({p}, optim::AdamOptions().weight_decay(-0.01)), "AdamW", "weight_decay");
+  CHECK_ERROR(nn::optim::Adam({p}, nn::optim::AdamOptions(-1e-3)), "Adam", "learning rate");
+  CHECK_ERROR(nn::optim::Adam({p}, nn::optim::AdamOptions().betas(1.0, 0.999)), "Adam", "beta parameter at index 0");
+  CHECK_ERROR(nn::optim::AdamW({p}, nn::optim::AdamOptions().betas(0.9, -0.1)), "AdamW", "beta parameter at index 1");
+  CHECK_ERROR(nn::optim::Adam({p}, nn::optim::AdamOptions().eps(-1e-8)), "Adam", "epsilon");
+  CHECK_ERROR(nn::optim::AdamW({p}, nn::optim::AdamOptions().weight_decay(-0.01)), "AdamW", "weight_decay");
 }
 
 // --- state_dict --------------------------------------------------------------------------------------
@@ -317,7 +323,7 @@ std::vector<Tensor> copy_params(const std::vector<Tensor>& ps) {
 }
 
 // One training step on a loss whose gradient depends on the parameters: sum(tanh(p) * p^2).
-void train_step(optim::Optimizer& opt) {
+void train_step(nn::optim::Optimizer& opt) {
   opt.zero_grad();
   Tensor loss = sum(tanh(opt.params()[0]) * opt.params()[0] * opt.params()[0]);
   loss = loss + sum(tanh(opt.params()[1]) * opt.params()[1] * opt.params()[1]);
@@ -362,19 +368,20 @@ void check_resume_is_bitwise(const Options& options, DType dt) {
 }  // namespace
 
 TEST_CASE("SGD: state_dict round trip continues bitwise identically", "[optim]") {
-  check_resume_is_bitwise<optim::SGD>(optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3),
-                                      DType::f32);
-  check_resume_is_bitwise<optim::SGD>(optim::SGDOptions(0.05).momentum(0.8).dampening(0.2), DType::f64);
+  check_resume_is_bitwise<nn::optim::SGD>(nn::optim::SGDOptions(0.05).momentum(0.9).nesterov(true).weight_decay(1e-3),
+                                          DType::f32);
+  check_resume_is_bitwise<nn::optim::SGD>(nn::optim::SGDOptions(0.05).momentum(0.8).dampening(0.2), DType::f64);
 }
 
 TEST_CASE("Adam: state_dict round trip continues bitwise identically", "[optim]") {
-  check_resume_is_bitwise<optim::Adam>(optim::AdamOptions(0.01).betas(0.8, 0.95).weight_decay(1e-2), DType::f32);
-  check_resume_is_bitwise<optim::AdamW>(optim::AdamOptions(0.01).weight_decay(0.05), DType::f64);
+  check_resume_is_bitwise<nn::optim::Adam>(nn::optim::AdamOptions(0.01).betas(0.8, 0.95).weight_decay(1e-2),
+                                           DType::f32);
+  check_resume_is_bitwise<nn::optim::AdamW>(nn::optim::AdamOptions(0.01).weight_decay(0.05), DType::f64);
 }
 
 TEST_CASE("Optimizer: state_dict names its entries as PyTorch does", "[optim]") {
   std::vector<Tensor> ps = make_params(DType::f32);
-  optim::AdamW opt(ps, optim::AdamOptions(0.01).betas(0.8, 0.95).eps(1e-7).weight_decay(0.1));
+  nn::optim::AdamW opt(ps, nn::optim::AdamOptions(0.01).betas(0.8, 0.95).eps(1e-7).weight_decay(0.1));
   const nn::StateDict before = opt.state_dict();
   CHECK(before.count("state.0.step") == 0);  // no state before the first step, as in PyTorch
   train_step(opt);
@@ -400,7 +407,7 @@ TEST_CASE("Optimizer: state_dict names its entries as PyTorch does", "[optim]") 
 
 TEST_CASE("Optimizer: load_state_dict rejects a mismatched state and changes nothing", "[optim]") {
   std::vector<Tensor> ps = make_params(DType::f64);
-  optim::Adam opt(ps, optim::AdamOptions(0.01));
+  nn::optim::Adam opt(ps, nn::optim::AdamOptions(0.01));
   train_step(opt);
   const nn::StateDict good = opt.state_dict();
 
@@ -430,16 +437,16 @@ TEST_CASE("Optimizer: load_state_dict rejects a mismatched state and changes not
   // Another parameter count.
   std::vector<Tensor> three = make_params(DType::f64);
   three.push_back(param({1.0}));
-  optim::Adam bigger(three, optim::AdamOptions(0.01));
+  nn::optim::Adam bigger(three, nn::optim::AdamOptions(0.01));
   train_step(bigger);
   CHECK_ERROR(opt.load_state_dict(bigger.state_dict()), "param_groups.0.params", "expected 2 parameters", "3");
 
   // Another optimizer's state.
-  optim::SGD sgd(copy_params(ps), optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD sgd(copy_params(ps), nn::optim::SGDOptions(0.1).momentum(0.9));
   train_step(sgd);
   CHECK_ERROR(opt.load_state_dict(sgd.state_dict()), "Adam.load_state_dict", "missing key");
   CHECK_ERROR(sgd.load_state_dict(good), "SGD.load_state_dict", "missing key", "param_groups.0.momentum");
-  optim::AdamW adamw(copy_params(ps), optim::AdamOptions(0.01));
+  nn::optim::AdamW adamw(copy_params(ps), nn::optim::AdamOptions(0.01));
   train_step(adamw);
   CHECK_ERROR(opt.load_state_dict(adamw.state_dict()), "decoupled_weight_decay", "AdamW");
 
@@ -454,7 +461,7 @@ TEST_CASE("Optimizer: load_state_dict rejects a mismatched state and changes not
 
 TEST_CASE("Optimizer: state_dict and load_state_dict copy, never alias", "[optim]") {
   Tensor p = param({1.0, 2.0});
-  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt({p}, nn::optim::SGDOptions(0.1).momentum(0.9));
   p.set_grad(ones({2}, DType::f64));
   opt.step();
   const nn::StateDict s = opt.state_dict();
@@ -473,7 +480,7 @@ namespace {
 template <typename Make>
 void check_schedule(Make make, const std::vector<double>& expected, double rel) {
   Tensor p = param({0.0});
-  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  nn::optim::SGD opt({p}, nn::optim::SGDOptions(0.1));
   auto sched = make(opt);
   CHECK(sched.last_epoch() == 0);
   CHECK(sched.get_last_lr() == Approx(expected[0]).epsilon(rel));
@@ -489,7 +496,7 @@ void check_schedule(Make make, const std::vector<double>& expected, double rel) 
 
 TEST_CASE("StepLR: matches PyTorch bit for bit", "[optim]") {
   check_schedule(
-      [](optim::Optimizer& o) { return optim::StepLR(o, 3, 0.1); },
+      [](nn::optim::Optimizer& o) { return nn::optim::StepLR(o, 3, 0.1); },
       {0.1, 0.1, 0.1, 0.010000000000000002, 0.010000000000000002, 0.010000000000000002, 0.0010000000000000002,
        0.0010000000000000002, 0.0010000000000000002, 0.00010000000000000003, 0.00010000000000000003},
       0.0);
@@ -497,7 +504,7 @@ TEST_CASE("StepLR: matches PyTorch bit for bit", "[optim]") {
 
 TEST_CASE("CosineAnnealingLR: matches PyTorch to rounding, past T_max too", "[optim]") {
   // PyTorch's step() uses its recursive form; ours is the closed form, equal up to rounding.
-  check_schedule([](optim::Optimizer& o) { return optim::CosineAnnealingLR(o, 5, 0.001); },
+  check_schedule([](nn::optim::Optimizer& o) { return nn::optim::CosineAnnealingLR(o, 5, 0.001); },
                  {0.1, 0.0905463412215599, 0.06579634122155989, 0.035203658778440096, 0.010453658778440105, 0.001,
                   0.010453658778440102, 0.03520365877844012, 0.06579634122155993, 0.09054634122155995,
                   0.10000000000000005, 0.09054634122155998, 0.06579634122155995},
@@ -506,15 +513,15 @@ TEST_CASE("CosineAnnealingLR: matches PyTorch to rounding, past T_max too", "[op
 
 TEST_CASE("LRScheduler: state_dict restores the schedule", "[optim]") {
   Tensor p = param({0.0});
-  optim::SGD opt({p}, optim::SGDOptions(0.1));
-  optim::CosineAnnealingLR sched(opt, 10);
+  nn::optim::SGD opt({p}, nn::optim::SGDOptions(0.1));
+  nn::optim::CosineAnnealingLR sched(opt, 10);
   for (int i = 0; i < 4; ++i) sched.step();
   const nn::StateDict s = sched.state_dict();
   CHECK(s.at("last_epoch").item() == 4.0);
   CHECK(s.at("base_lr").item() == 0.1);
 
-  optim::SGD opt2({param({0.0})}, optim::SGDOptions(0.7));
-  optim::CosineAnnealingLR resumed(opt2, 10);
+  nn::optim::SGD opt2({param({0.0})}, nn::optim::SGDOptions(0.7));
+  nn::optim::CosineAnnealingLR resumed(opt2, 10);
   resumed.load_state_dict(s);
   CHECK(resumed.last_epoch() == 4);
   CHECK(resumed.get_last_lr() == sched.get_last_lr());
@@ -526,8 +533,8 @@ TEST_CASE("LRScheduler: state_dict restores the schedule", "[optim]") {
   CHECK_ERROR(resumed.load_state_dict(
                   {{"last_epoch", scalar_tensor(-1.0, DType::f64)}, {"base_lr", scalar_tensor(0.1, DType::f64)}}),
               "last_epoch", "whole number");
-  CHECK_ERROR(optim::StepLR(opt, 0), "StepLR", "step_size >= 1", "got 0");
-  CHECK_ERROR(optim::CosineAnnealingLR(opt, 0), "CosineAnnealingLR", "T_max >= 1");
+  CHECK_ERROR(nn::optim::StepLR(opt, 0), "StepLR", "step_size >= 1", "got 0");
+  CHECK_ERROR(nn::optim::CosineAnnealingLR(opt, 0), "CosineAnnealingLR", "T_max >= 1");
 }
 
 // --- clip_grad_norm_ -----------------------------------------------------------------------------------
@@ -563,7 +570,7 @@ TEST_CASE("clip_grad_norm_: total norm and rescaled gradients match PyTorch", "[
     Tensor none = param({1.0});  // no gradient: skipped
     a.set_grad(from_vector<double>({3.0, -4.0, 1.0, 0.5}, {2, 2}));
     b.set_grad(from_vector<double>({-2.0, 6.0, 0.0}));
-    CHECK(optim::clip_grad_norm_({a, none, b}, 2.5, c.norm_type) == Approx(c.total).epsilon(1e-14));
+    CHECK(nn::optim::clip_grad_norm_({a, none, b}, 2.5, c.norm_type) == Approx(c.total).epsilon(1e-14));
     const std::vector<double> ga = a.grad().to_vector<double>(), gb = b.grad().to_vector<double>();
     for (size_t i = 0; i < ga.size(); ++i) CHECK(ga[i] == Approx(c.ga[i]).epsilon(1e-14));
     for (size_t i = 0; i < gb.size(); ++i) CHECK(gb[i] == Approx(c.gb[i]).epsilon(1e-14).margin(1e-300));
@@ -576,11 +583,11 @@ TEST_CASE("clip_grad_norm_: gradients within the limit are left bit for bit", "[
   const Tensor g = from_vector<float>({0.3f, -0.4f});
   a = a.detach().to(DType::f32).requires_grad_(true);
   a.set_grad(g);
-  CHECK(optim::clip_grad_norm_({a}, 1.0) == Approx(0.5).epsilon(1e-6));
+  CHECK(nn::optim::clip_grad_norm_({a}, 1.0) == Approx(0.5).epsilon(1e-6));
   CHECK(a.grad().to_vector<float>() == std::vector<float>{0.3f, -0.4f});
   CHECK(a.grad().same(g));  // scaled in place when it is scaled at all: the handle stays
-  CHECK(optim::clip_grad_norm_({param({1.0})}, 1.0) == 0.0);  // no gradients at all
-  CHECK_ERROR(optim::clip_grad_norm_({a}, 1.0, 0.0), "clip_grad_norm_", "norm_type");
+  CHECK(nn::optim::clip_grad_norm_({param({1.0})}, 1.0) == 0.0);  // no gradients at all
+  CHECK_ERROR(nn::optim::clip_grad_norm_({a}, 1.0, 0.0), "clip_grad_norm_", "norm_type");
 }
 
 TEST_CASE("optimizer steps split across threads give the same bits as one thread", "[optim]") {
@@ -590,12 +597,12 @@ TEST_CASE("optimizer steps split across threads give the same bits as one thread
   auto run = [](int threads, bool adam) {
     ringgrad::set_num_threads(threads);
     Tensor p = randn({300001}, DType::f32, 11).requires_grad_(true);
-    std::unique_ptr<optim::Optimizer> opt;
+    std::unique_ptr<nn::optim::Optimizer> opt;
     if (adam)
-      opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p}, optim::AdamOptions(1e-2));
+      opt = std::make_unique<nn::optim::AdamW>(std::vector<Tensor>{p}, nn::optim::AdamOptions(1e-2));
     else
-      opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p},
-                                         optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
+      opt = std::make_unique<nn::optim::SGD>(
+          std::vector<Tensor>{p}, nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
     for (uint64_t step = 0; step < 3; ++step) {
       p.set_grad(randn({300001}, DType::f32, 100 + step));
       opt->step();

@@ -12,20 +12,20 @@
 using namespace ringgrad;
 
 TEST_CASE("fashion_mnist: an MLP trained on 512 real images lowers its loss and beats chance", "[nn][train]") {
-  if (!data::FashionMNIST::available(data::FashionMNIST::default_dir())) {
-    WARN("Fashion-MNIST not found in " << data::FashionMNIST::default_dir()
+  if (!nn::data::FashionMNIST::available(nn::data::FashionMNIST::default_dir())) {
+    WARN("Fashion-MNIST not found in " << nn::data::FashionMNIST::default_dir()
                                        << "; apt-get install dataset-fashion-mnist to run this test");
     return;
   }
-  const data::FashionMNIST test_split(data::Split::Test);
+  const nn::data::FashionMNIST test_split(nn::data::Split::Test);
   const Tensor images = test_split.images().narrow(0, 0, 512);
   const Tensor labels = test_split.labels().narrow(0, 0, 512);
-  data::DataLoader loader(images, labels,
-                          data::DataLoaderOptions().batch_size(64).seed(3).normalize(0.2860, 0.3530).prefetch(false));
+  nn::data::DataLoader loader(
+      images, labels, nn::data::DataLoaderOptions().batch_size(64).seed(3).normalize(0.2860, 0.3530).prefetch(false));
 
   manual_seed(5);
   nn::MLP model({784, 64, 10});
-  optim::SGD opt(model.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::optim::SGD opt(model.parameters(), nn::optim::SGDOptions(0.1).momentum(0.9));
 
   auto mean_loss = [&]() {
     NoGradGuard no_grad;
@@ -35,7 +35,7 @@ TEST_CASE("fashion_mnist: an MLP trained on 512 real images lowers its loss and 
   const double before = mean_loss();
   for (int64_t epoch = 0; epoch < 8; ++epoch) {
     loader.set_epoch(epoch);
-    data::Batch batch;
+    nn::data::Batch batch;
     while (loader.next(batch)) {
       const Tensor loss = cross_entropy(model.forward(batch.x), batch.y);
       opt.zero_grad();

@@ -45,7 +45,7 @@ class FakeGroup final : public parallel::ProcessGroup {
   }
 };
 
-InitOptions single_rank() { return InitOptions().with_rank(0).with_world_size(1); }
+InitOptions single_rank() { return InitOptions().rank(0).world_size(1); }
 
 bool registered(const std::string& name) {
   const std::vector<std::string> names = parallel::registered_process_group_backends();
@@ -71,7 +71,7 @@ TEST_CASE("process_group backends: a registered backend is made by init_process_
   });
   CHECK(registered("test-fake"));
 
-  auto pg = parallel::init_process_group("test-fake", single_rank().with_timeout(1234ms).with_transport("tcp"));
+  auto pg = parallel::init_process_group("test-fake", single_rank().timeout(1234ms).transport("tcp"));
   REQUIRE(seen.has_value());
   CHECK(std::string(pg->backend_name()) == "fake");
   CHECK(parallel::default_process_group() == pg);
@@ -79,7 +79,7 @@ TEST_CASE("process_group backends: a registered backend is made by init_process_
   CHECK(seen->info.rank == 0);
   CHECK(seen->info.world_size == 1);
   CHECK(seen->info.timeout == 1234ms);
-  CHECK(seen->options.transport == "tcp");
+  CHECK(seen->options.transport() == "tcp");
   pg->all_reduce(zeros({2}))->wait();
   // A backend that does not say otherwise gets a collective's tensors on the host.
   CHECK(pg->collective_device(Device::cuda(1)) == Device::cpu());

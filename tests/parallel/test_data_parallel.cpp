@@ -53,10 +53,10 @@ Batch batch_for(int64_t step, int64_t rows, int64_t in, int64_t classes, DType d
   return {randn({rows, in}, dtype, /*seed=*/100 + step), from_vector(labels, {rows})};
 }
 
-using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+using MakeOptimizer = std::function<std::unique_ptr<nn::optim::Optimizer>(std::vector<Tensor>)>;
 
 // K steps of cross-entropy training; `forward` is the model or DataParallel around it.
-void train(const std::function<Tensor(const Tensor&)>& forward, optim::Optimizer& opt, int64_t steps, int64_t rows,
+void train(const std::function<Tensor(const Tensor&)>& forward, nn::optim::Optimizer& opt, int64_t steps, int64_t rows,
            int64_t in, int64_t classes, DType dtype) {
   for (int64_t s = 0; s < steps; ++s) {
     const Batch b = batch_for(s, rows, in, classes, dtype);
@@ -96,10 +96,12 @@ double dp_vs_single(int devices, int64_t rows, DType dtype, const MakeOptimizer&
 }
 
 const MakeOptimizer kSgd = [](std::vector<Tensor> ps) {
-  return std::unique_ptr<optim::Optimizer>(new optim::SGD(ps, optim::SGDOptions(0.1).momentum(0.9).nesterov(true)));
+  return std::unique_ptr<nn::optim::Optimizer>(
+      new nn::optim::SGD(ps, nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true)));
 };
 const MakeOptimizer kAdamW = [](std::vector<Tensor> ps) {
-  return std::unique_ptr<optim::Optimizer>(new optim::AdamW(ps, optim::AdamWOptions(0.01).weight_decay(0.05)));
+  return std::unique_ptr<nn::optim::Optimizer>(
+      new nn::optim::AdamW(ps, nn::optim::AdamWOptions(0.01).weight_decay(0.05)));
 };
 
 }  // namespace

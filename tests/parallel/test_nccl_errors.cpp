@@ -18,8 +18,8 @@ using ringgrad::test::MessageContainsAll;
 namespace {
 
 parallel::InitOptions single_rank(int local_rank) {
-  parallel::InitOptions options = parallel::InitOptions().with_rank(0).with_world_size(1);
-  options.local_rank = local_rank;  // set here, so a LOCAL_RANK in the environment does not matter
+  parallel::InitOptions options = parallel::InitOptions().rank(0).world_size(1);
+  options.local_rank() = local_rank;  // set here, so a LOCAL_RANK in the environment does not matter
   return options;
 }
 

@@ -59,7 +59,8 @@ TEST_CASE("read_launch_info: reads the torchrun variables, explicit options win"
   CHECK(info.local_rank == 0);
   CHECK(info.master_addr == "10.0.0.7");
   CHECK(info.master_port == 29511);
-  const parallel::LaunchInfo forced = read_launch_info(InitOptions().with_rank(1).with_master("127.0.0.1", 4000));
+  const parallel::LaunchInfo forced =
+      read_launch_info(InitOptions().rank(1).master_addr("127.0.0.1").master_port(4000));
   CHECK(forced.rank == 1);
   CHECK(forced.master_addr == "127.0.0.1");
   CHECK(forced.master_port == 4000);
@@ -251,11 +252,11 @@ TEST_CASE("read_launch_info: timeouts come from the code, else RINGGRAD_TIMEOUT,
     CHECK(read_launch_info({}).timeout == milliseconds(2500));
     CHECK(read_launch_info({}).setup_timeout == milliseconds(2500));
     // Code wins, as with every other field; a timeout set in code also bounds setup.
-    const parallel::LaunchInfo coded = read_launch_info(InitOptions().with_timeout(milliseconds(9000)));
+    const parallel::LaunchInfo coded = read_launch_info(InitOptions().timeout(milliseconds(9000)));
     CHECK(coded.timeout == milliseconds(9000));
     CHECK(coded.setup_timeout == milliseconds(9000));
     const parallel::LaunchInfo both =
-        read_launch_info(InitOptions().with_timeout(milliseconds(9000)).with_setup_timeout(milliseconds(700)));
+        read_launch_info(InitOptions().timeout(milliseconds(9000)).setup_timeout(milliseconds(700)));
     CHECK(both.setup_timeout == milliseconds(700));
   }
   for (const char* bad : {"0", "-3", "abc", "10s", "", "1e99", "nan"}) {
@@ -271,7 +272,7 @@ TEST_CASE("read_launch_info: timeouts come from the code, else RINGGRAD_TIMEOUT,
 
 TEST_CASE("a group of one: every collective leaves the value a single rank implies", "[ring]") {
   ScopedEnv env({{"RANK", nullptr}, {"WORLD_SIZE", nullptr}});
-  auto pg = parallel::init_process_group("ring", InitOptions().with_rank(0).with_world_size(1));
+  auto pg = parallel::init_process_group("ring", InitOptions().rank(0).world_size(1));
   CHECK(pg->rank() == 0);
   CHECK(pg->size() == 1);
   CHECK(parallel::default_process_group() == pg);
@@ -306,7 +307,8 @@ TEST_CASE("ring collectives: bad arguments fail at the call, naming the collecti
   CHECK_ERROR(pg.all_gather({zeros({4})}, zeros({3})), "all_gather", "output 0", "[3]", "[4]");
   CHECK_ERROR(pg.reduce_scatter(zeros({3}), {zeros({3}, DType::f64)}), "reduce_scatter", "input 0", "float64");
   CHECK_ERROR(parallel::RingProcessGroup(nullptr, 0, 2), "ring", "store");
-  CHECK_ERROR(parallel::RingProcessGroup(nullptr, 0, 1, parallel::RingOptions{std::chrono::seconds(1), "udp"}),
+  CHECK_ERROR(parallel::RingProcessGroup(nullptr, 0, 1,
+                                         parallel::RingOptions().timeout(std::chrono::seconds(1)).transport("udp")),
               "transport", "udp");
   CHECK_ERROR(parallel::RingProcessGroup(nullptr, 3, 2), "rank 3 of 2");
 }

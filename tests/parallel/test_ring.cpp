@@ -13,7 +13,7 @@
 #include <set>
 #include <string>
 
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 #include "spawn_ranks.h"
 
 using ringgrad::test::all_output;
@@ -241,7 +241,7 @@ TEST_CASE("ring: without RINGGRAD_JOB_TOKEN rank 0 warns once that the job is no
 
 TEST_CASE("ring: under torchrun, whose agent holds MASTER_PORT, ringgrad's store takes the next port", "[ring]") {
   // The agent's store, played by a listener that is never answered; ringgrad must not even try it.
-  const ringgrad::parallel::net::Listener agent("127.0.0.1", 0);
+  const ringgrad::parallel::Listener agent("127.0.0.1", 0);
   const std::string port = std::to_string(agent.port());
   const JobResult job =
       spawn_ranks(2, kWorker, {"one", "auto"},

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 #include <ringgrad/parallel/store.h>
 #include "test_util.h"
 
@@ -30,10 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-TCPStoreOptions server_options() { return TCPStoreOptions().server().with_port(0).with_timeout(2000ms); }
-TCPStoreOptions client_options(const TCPStore& server) {
-  return TCPStoreOptions().with_port(server.port()).with_timeout(2000ms);
-}
+TCPStoreOptions server_options() { return TCPStoreOptions().is_server(true).port(0).timeout(2000ms); }
+TCPStoreOptions client_options(const TCPStore& server) { return TCPStoreOptions().port(server.port()).timeout(2000ms); }
 
 int64_t ms_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -62,19 +60,19 @@ struct Raw {
   }
 };
 
-net::Socket raw_connection(const TCPStore& server) {
-  return net::connect_to("127.0.0.1", server.port(), net::deadline_in(1000ms), "raw test client");
+Socket raw_connection(const TCPStore& server) {
+  return connect_to("127.0.0.1", server.port(), deadline_in(1000ms), "raw test client");
 }
 
-void send_raw(const net::Socket& s, const Raw& raw) {
-  s.send_all(raw.bytes.data(), raw.bytes.size(), net::deadline_in(1000ms), "raw test client");
+void send_raw(const Socket& s, const Raw& raw) {
+  s.send_all(raw.bytes.data(), raw.bytes.size(), deadline_in(1000ms), "raw test client");
 }
 
 // The server must close the connection, without answering, well before the deadline.
-#define CHECK_CLOSED_BY_SERVER(socket)                                                                        \
-  do {                                                                                                        \
-    uint8_t byte_ = 0;                                                                                        \
-    CHECK_ERROR((socket).recv_all(&byte_, 1, net::deadline_in(1000ms), "raw test client"), "closed by peer"); \
+#define CHECK_CLOSED_BY_SERVER(socket)                                                                   \
+  do {                                                                                                   \
+    uint8_t byte_ = 0;                                                                                   \
+    CHECK_ERROR((socket).recv_all(&byte_, 1, deadline_in(1000ms), "raw test client"), "closed by peer"); \
   } while (false)
 
 // An IPv4 address of this machine that is not loopback, or "" when it has none.
@@ -136,7 +134,7 @@ TEST_CASE("TCPStore: a client started before its server connects once the server
   std::string error;
   std::thread early([&] {
     try {
-      TCPStore client(TCPStoreOptions().with_port(port).with_timeout(2000ms));  // refused at first: retried
+      TCPStore client(TCPStoreOptions().port(port).timeout(2000ms));  // refused at first: retried
       client.set("early", "1");
       connected = true;
     } catch (const Error& e) {
@@ -144,7 +142,7 @@ TEST_CASE("TCPStore: a client started before its server connects once the server
     }
   });
   std::this_thread::sleep_for(100ms);
-  TCPStore server(server_options().with_port(port));
+  TCPStore server(server_options().port(port));
   early.join();
   INFO(error);
   CHECK(connected);
@@ -249,7 +247,7 @@ TEST_CASE("TCPStore: wait, check and delete_key", "[store]") {
 
 TEST_CASE("TCPStore: keys and values over the limits are refused by the client with the limit", "[store]") {
   TCPStoreOptions options = server_options();
-  options.max_value_bytes = 16;
+  options.max_value_bytes() = 16;
   TCPStore server(options);
   CHECK_ERROR(server.set(std::string(4097, 'k'), "v"), "at most 4096 bytes", "got 4097");
   CHECK_ERROR(server.set("k", std::string(17, 'v')), "TCPStore set('k')", "at most 16 bytes", "got 17");
@@ -271,7 +269,7 @@ TEST_CASE("TCPStore: port 0 picks a free port", "[store]") {
 TEST_CASE("TCPStore: a port in use is reported with host and port", "[store]") {
   TCPStore first(server_options());
   const std::string port = std::to_string(first.port());
-  CHECK_ERROR(TCPStore(server_options().with_port(first.port())), "address already in use", "127.0.0.1:" + port);
+  CHECK_ERROR(TCPStore(server_options().port(first.port())), "address already in use", "127.0.0.1:" + port);
   TCPStore client(client_options(first));  // the first server is unharmed
   client.set("k", "v");
 }
@@ -279,29 +277,29 @@ TEST_CASE("TCPStore: a port in use is reported with host and port", "[store]") {
 TEST_CASE("TCPStore: the server listens on its host only", "[store]") {
   // On Linux all of 127.0.0.0/8 is loopback, so 127.0.0.2 is reachable -- the positive control
   // shows it -- yet a server bound to 127.0.0.1 must not answer there.
-  TCPStore on_2(server_options().with_host("127.0.0.2"));
-  TCPStore via_2(TCPStoreOptions().with_host("127.0.0.2").with_port(on_2.port()).with_timeout(1000ms));
+  TCPStore on_2(server_options().host("127.0.0.2"));
+  TCPStore via_2(TCPStoreOptions().host("127.0.0.2").port(on_2.port()).timeout(1000ms));
   via_2.set("reached", "yes");
   CHECK(on_2.get_string("reached") == "yes");
 
   TCPStore on_1(server_options());
   const std::string port = std::to_string(on_1.port());
-  CHECK_ERROR(TCPStore(TCPStoreOptions().with_host("127.0.0.2").with_port(on_1.port()).with_timeout(100ms)),
-              "could not connect", "127.0.0.2:" + port);
+  CHECK_ERROR(TCPStore(TCPStoreOptions().host("127.0.0.2").port(on_1.port()).timeout(100ms)), "could not connect",
+              "127.0.0.2:" + port);
 
   const std::string external = non_loopback_ipv4();
   if (external.empty()) {
     WARN("this machine has no non-loopback IPv4 address; checked 127.0.0.2 only");
   } else {
     INFO("non-loopback address " << external);
-    CHECK_ERROR(TCPStore(TCPStoreOptions().with_host(external).with_port(on_1.port()).with_timeout(100ms)),
-                "could not connect", external + ":" + port);
+    CHECK_ERROR(TCPStore(TCPStoreOptions().host(external).port(on_1.port()).timeout(100ms)), "could not connect",
+                external + ":" + port);
   }
 }
 
 TEST_CASE("TCPStore: the right job token is served, a wrong or missing one is refused at once", "[store]") {
-  TCPStore server(server_options().with_token("job-4f2a9c"));
-  TCPStore member(client_options(server).with_token("job-4f2a9c"));
+  TCPStore server(server_options().token("job-4f2a9c"));
+  TCPStore member(client_options(server).token("job-4f2a9c"));
   member.set("k", "v");
   CHECK(member.get_string("k") == "v");
 
@@ -309,16 +307,15 @@ TEST_CASE("TCPStore: the right job token is served, a wrong or missing one is re
   for (const std::string& token : std::vector<std::string>{"job-000000", "job", "", std::string(300, 'x')}) {
     INFO("client token of " << token.size() << " bytes");
     const Clock::time_point start = Clock::now();
-    if (token.size() > net::kMaxTokenBytes) {
-      CHECK_ERROR(TCPStore(client_options(server).with_token(token).with_timeout(5000ms)), "at most 256 bytes");
+    if (token.size() > kMaxTokenBytes) {
+      CHECK_ERROR(TCPStore(client_options(server).token(token).timeout(5000ms)), "at most 256 bytes");
     } else {
-      CHECK_ERROR(TCPStore(client_options(server).with_token(token).with_timeout(5000ms)), "did not accept",
-                  "job token");
+      CHECK_ERROR(TCPStore(client_options(server).token(token).timeout(5000ms)), "did not accept", "job token");
     }
     CHECK(ms_since(start) < 1000);
   }
   // A raw peer announcing a 2 GiB token is closed without the server waiting for its bytes.
-  net::Socket raw = raw_connection(server);
+  Socket raw = raw_connection(server);
   send_raw(raw, Raw().u32(1u << 31));
   CHECK_CLOSED_BY_SERVER(raw);
   CHECK(member.get_string("k") == "v");
@@ -326,42 +323,42 @@ TEST_CASE("TCPStore: the right job token is served, a wrong or missing one is re
 
 TEST_CASE("TCPStore: a malformed request closes that connection and the server serves on", "[store]") {
   TCPStoreOptions options = server_options();
-  options.max_value_bytes = 1024;
+  options.max_value_bytes() = 1024;
   TCPStore server(options);
   TCPStore before(client_options(server));
   before.set("k", "v");
 
   SECTION("a truncated request") {
-    net::Socket s = raw_connection(server);
+    Socket s = raw_connection(server);
     send_raw(s, Raw().u8(Raw::kSet).u32(1).u32(3).text("key").u32(100).text("only 14 bytes!"));
     ::shutdown(s.fd(), SHUT_WR);  // the rest never comes
     CHECK_CLOSED_BY_SERVER(s);
   }
   SECTION("a key length of 2^31") {
-    net::Socket s = raw_connection(server);
+    Socket s = raw_connection(server);
     send_raw(s, Raw().u8(Raw::kGet).u32(1).u32(1u << 31));
     CHECK_CLOSED_BY_SERVER(s);
   }
   SECTION("a value length over max_value_bytes") {
-    net::Socket s = raw_connection(server);
+    Socket s = raw_connection(server);
     send_raw(s, Raw().u8(Raw::kSet).u32(1).u32(1).text("k").u32(1025));
     CHECK_CLOSED_BY_SERVER(s);
   }
   SECTION("an unknown command byte") {
-    net::Socket s = raw_connection(server);
+    Socket s = raw_connection(server);
     send_raw(s, Raw().u8(0xee).u32(0));
     CHECK_CLOSED_BY_SERVER(s);
   }
   SECTION("more keys than allowed, or the wrong number for the command") {
-    net::Socket many = raw_connection(server);
+    Socket many = raw_connection(server);
     send_raw(many, Raw().u8(Raw::kCheck).u32(1025));
     CHECK_CLOSED_BY_SERVER(many);
-    net::Socket two = raw_connection(server);
+    Socket two = raw_connection(server);
     send_raw(two, Raw().u8(Raw::kSet).u32(2));
     CHECK_CLOSED_BY_SERVER(two);
   }
   SECTION("bytes sent while a get is held") {
-    net::Socket s = raw_connection(server);
+    Socket s = raw_connection(server);
     send_raw(s, Raw().u8(Raw::kGet).u32(1).u32(7).text("missing").i64(10000).u8(0));
     CHECK_CLOSED_BY_SERVER(s);
   }
@@ -376,9 +373,9 @@ TEST_CASE("TCPStore: a malformed request closes that connection and the server s
 TEST_CASE("TCPStore: clients that vanish mid-request or while waiting do not disturb the rest", "[store]") {
   TCPStore server(server_options());
   {
-    net::Socket waiting = raw_connection(server);
+    Socket waiting = raw_connection(server);
     send_raw(waiting, Raw().u8(Raw::kGet).u32(1).u32(4).text("late").i64(10000));
-    net::Socket partial = raw_connection(server);
+    Socket partial = raw_connection(server);
     send_raw(partial, Raw().u8(Raw::kSet).u32(1).u32(4).text("la"));
     TCPStore gone(client_options(server));
     gone.set("from-gone", "1");
@@ -392,7 +389,7 @@ TEST_CASE("TCPStore: clients that vanish mid-request or while waiting do not dis
 
 TEST_CASE("TCPStore: a client waiting in get learns at once that the server went away", "[store]") {
   auto server = std::make_unique<TCPStore>(server_options());
-  TCPStore client(client_options(*server).with_timeout(5000ms));
+  TCPStore client(client_options(*server).timeout(5000ms));
   std::atomic<int64_t> stop_ms{-1};  // Catch's CHECK is for the main thread only
   std::thread stopper([&] {
     std::this_thread::sleep_for(50ms);
@@ -433,11 +430,11 @@ TEST_CASE("TCPStore: a listener that never answers is named as such within secon
           "[store]") {
   // Something else holds the port and accepts connections (the kernel does, even for a process that
   // is stopped) but never speaks: a store of another kind, or a SIGSTOPped rank 0.
-  net::Listener silent("127.0.0.1", 0);
+  Listener silent("127.0.0.1", 0);
   const Clock::time_point start = Clock::now();
   std::string message;
   try {
-    TCPStore(TCPStoreOptions().with_port(silent.port()).with_timeout(60000ms).with_token("t"));
+    TCPStore(TCPStoreOptions().port(silent.port()).timeout(60000ms).token("t"));
   } catch (const Error& e) {
     message = e.what();
   }
@@ -450,17 +447,17 @@ TEST_CASE("TCPStore: a listener that never answers is named as such within secon
 }
 
 TEST_CASE("TCPStore: a listener that hangs up at once is reported as a refusal of this connection", "[store]") {
-  net::Listener closer("127.0.0.1", 0);
+  Listener closer("127.0.0.1", 0);
   std::atomic<bool> stop{false};
   std::thread hangup([&] {
     while (!stop) {
-      net::Socket s = closer.try_accept();  // accepted, then closed by the destructor
+      Socket s = closer.try_accept();  // accepted, then closed by the destructor
       std::this_thread::sleep_for(1ms);
     }
   });
   const Clock::time_point start = Clock::now();
-  CHECK_ERROR(TCPStore(TCPStoreOptions().with_port(closer.port()).with_timeout(60000ms).with_token("t")),
-              "did not accept", "RINGGRAD_JOB_TOKEN", "sends one of 1 bytes");
+  CHECK_ERROR(TCPStore(TCPStoreOptions().port(closer.port()).timeout(60000ms).token("t")), "did not accept",
+              "RINGGRAD_JOB_TOKEN", "sends one of 1 bytes");
   CHECK(ms_since(start) < 2000);
   stop = true;
   hangup.join();
@@ -499,11 +496,11 @@ TEST_CASE("TCPStore: a client that sends its requests and half-closes still gets
   // A client may send its last request and shut its sending side (as HTTP/1.0 clients do): the
   // requests already sent are answered before the connection closes.
   TCPStore server(server_options());
-  net::Socket s = raw_connection(server);
+  Socket s = raw_connection(server);
   send_raw(s, Raw().u8(Raw::kSet).u32(1).u32(1).text("k").u32(1).text("v").u8(Raw::kCheck).u32(1).u32(1).text("k"));
   ::shutdown(s.fd(), SHUT_WR);
   uint8_t reply[3] = {0xff, 0xff, 0xff};
-  s.recv_all(reply, sizeof reply, net::deadline_in(1000ms), "raw test client");
+  s.recv_all(reply, sizeof reply, deadline_in(1000ms), "raw test client");
   CHECK(reply[0] == 0);       // set: ok
   CHECK(reply[1] == 0);       // check: ok ...
   CHECK(reply[2] == 1);       // ... and the key exists

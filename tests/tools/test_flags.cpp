@@ -1,4 +1,4 @@
-// tests/tools/test_flags.cpp: tools/flags/flags.h, the command-line parser of every program.
+// tests/tools/test_flags.cpp: tools/cli/flags.h, the command-line parser of every program.
 //
 // Each test parses a command line with parse_or_throw (parse() would exit) and checks either the
 // values stored or the FlagError's message: the flag, the value given, and what was expected.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/flags/flags.h"
+#include "tools/cli/flags.h"
 
 using ringgrad::cli::FlagError;
 using ringgrad::cli::FlagParser;

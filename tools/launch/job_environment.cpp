@@ -1,5 +1,5 @@
 // tools/launch/job_environment.cpp: see job_environment.h.
-#include "job_environment.h"
+#include "tools/launch/job_environment.h"
 
 #include <fcntl.h>
 #include <netdb.h>

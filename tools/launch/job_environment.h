@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher.h"
+#include "tools/launch/launcher.h"
 
 namespace ringgrad::launch {
 

@@ -5,8 +5,8 @@
 // zombie (waitid with WNOWAIT) until the job is done: a zombie still holds its pid, which is also
 // the group id the launcher signals, so the id cannot be given to an unrelated process meanwhile.
 // One loop does everything: poll() over the ranks' pipes and a self-pipe that the signal handler
-// writes to (SIGCHLD included, so an exit wakes the loop). tools/ringrun.cpp's header says why.
-#include "launcher.h"
+// writes to (SIGCHLD included, so an exit wakes the loop). tools/launch/ringrun.cpp's header says why.
+#include "tools/launch/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -25,8 +25,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "job_environment.h"
-#include "rank_output.h"
+#include "tools/launch/job_environment.h"
+#include "tools/launch/rank_output.h"
 
 namespace ringgrad::launch {
 

@@ -26,7 +26,7 @@
 //              its exit status, or 128+signal when it was killed (137 for SIGKILL). When a signal
 //              stops the job: 128+signal (130 for Ctrl-C). A program that cannot be started: 127.
 //
-// tools/ringrun.cpp's header explains the process groups, the zombies and the one poll() loop.
+// tools/launch/ringrun.cpp's header explains the process groups, the zombies and the one poll() loop.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // tools/launch/rank_output.cpp: see rank_output.h.
-#include "rank_output.h"
+#include "tools/launch/rank_output.h"
 
 #include <unistd.h>
 

@@ -46,9 +46,10 @@ std::pair<Tensor, Tensor> global_batch(int64_t step, int64_t rows, DType dtype) 
   return {randn({rows, kIn}, dtype, /*seed=*/500 + step), from_vector(labels, {rows})};
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params) {
-  if (name == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(0.01).weight_decay(0.05));
-  return std::make_unique<optim::SGD>(params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
+std::unique_ptr<nn::optim::Optimizer> make_optimizer(const std::string& name, std::vector<Tensor> params) {
+  if (name == "adamw")
+    return std::make_unique<nn::optim::AdamW>(params, nn::optim::AdamWOptions(0.01).weight_decay(0.05));
+  return std::make_unique<nn::optim::SGD>(params, nn::optim::SGDOptions(0.1).momentum(0.9).nesterov(true));
 }
 
 double max_relative_difference(const nn::Module& a, const nn::Module& b) {
@@ -114,8 +115,8 @@ int accumulate(parallel::ProcessGroup& pg) {
   auto model = make_model(42 + pg.rank(), DType::f64);
   parallel::DistributedDataParallel<nn::MLP> ddp(model, std::shared_ptr<parallel::ProcessGroup>(&pg, [](auto*) {}),
                                                  ddp_options());
-  optim::SGD opt_ref(reference->parameters(), optim::SGDOptions(0.1));
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1));
+  nn::optim::SGD opt_ref(reference->parameters(), nn::optim::SGDOptions(0.1));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.1));
 
   // Reference: one step on the 4 global batches at once (mean over all of their rows).
   std::vector<Tensor> xs, ys;
@@ -283,7 +284,7 @@ int mismatch(parallel::ProcessGroup& pg) {
 int die(parallel::ProcessGroup& pg) {
   auto model = make_model(42, DType::f32);
   parallel::DistributedDataParallel<nn::MLP> ddp(model, std::shared_ptr<parallel::ProcessGroup>(&pg, [](auto*) {}));
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.1));
   for (int64_t s = 0; s < 100000; ++s) {
     if (pg.rank() == 1 && s == 20) ::kill(::getpid(), SIGKILL);
     const auto [x, y] = global_batch(s, 8, DType::f32);
@@ -299,7 +300,7 @@ int die(parallel::ProcessGroup& pg) {
 int checkpoint(parallel::ProcessGroup& pg) {
   auto model = make_model(42 + pg.rank(), DType::f32);
   parallel::DistributedDataParallel<nn::MLP> ddp(model, std::shared_ptr<parallel::ProcessGroup>(&pg, [](auto*) {}));
-  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1));
+  nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.1));
   for (int64_t s = 0; s < 3; ++s) {
     const auto [x, y] = global_batch(s, 4 * pg.size(), DType::f32);
     opt.zero_grad();
@@ -331,8 +332,7 @@ int main(int argc, char** argv) {
   }
   try {
     auto pg = parallel::init_process_group(
-        "ring",
-        parallel::InitOptions().with_transport(arg("transport", "auto")).with_timeout(std::chrono::seconds(30)));
+        "ring", parallel::InitOptions().transport(arg("transport", "auto")).timeout(std::chrono::seconds(30)));
     int rc = 2;
     if (scenario == "train")
       rc = train(*pg);

@@ -10,7 +10,7 @@
 
 #include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
-#include <ringgrad/parallel/socket.h>
+#include "parallel/socket.h"
 #include <ringgrad/parallel/store.h>
 
 #include <signal.h>
@@ -183,22 +183,22 @@ std::shared_ptr<parallel::ProcessGroup> ring_behind_a_silent_client(int rank, in
                                                                     std::thread& holder) {
   const std::string address = std::string("127.0.0.1:") + std::getenv("MASTER_PORT");
   auto store = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
-                                                        .with_host("127.0.0.1")
-                                                        .with_port(std::atoi(std::getenv("MASTER_PORT")))
-                                                        .with_timeout(std::chrono::milliseconds(timeout_ms))
-                                                        .with_token(parallel::net::job_token()));
+                                                        .host("127.0.0.1")
+                                                        .port(std::atoi(std::getenv("MASTER_PORT")))
+                                                        .timeout(std::chrono::milliseconds(timeout_ms))
+                                                        .token(parallel::job_token()));
   parallel::rendezvous(*store, {rank, world, address, ""}, std::chrono::milliseconds(timeout_ms));
   const std::string listener = store->get_string("ring/tcp/0");
   const size_t colon = listener.rfind(':');
-  auto socket = std::make_shared<parallel::net::Socket>(
-      parallel::net::connect_to(listener.substr(0, colon), std::stoi(listener.substr(colon + 1)),
-                                parallel::net::deadline_in(std::chrono::seconds(10)), "intruder"));
+  auto socket = std::make_shared<parallel::Socket>(
+      parallel::connect_to(listener.substr(0, colon), std::stoi(listener.substr(colon + 1)),
+                           parallel::deadline_in(std::chrono::seconds(10)), "intruder"));
   std::printf("rank %d: a silent client connected to rank 0's ring listener at %s\n", rank, listener.c_str());
   std::fflush(stdout);
   holder = std::thread([socket] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
   parallel::RingOptions options;
-  options.transport = "tcp";
-  options.timeout = options.setup_timeout = std::chrono::milliseconds(timeout_ms);
+  options.transport() = "tcp";
+  options.timeout() = options.setup_timeout() = std::chrono::milliseconds(timeout_ms);
   return std::make_shared<parallel::RingProcessGroup>(store, rank, world, options);
 }
 
@@ -229,8 +229,8 @@ int main(int argc, char** argv) {
     // VICTIM_RUN_ID: the victim belongs to another torchrun job.
     if (rank == victim && std::getenv("VICTIM_RUN_ID"))
       ::setenv("TORCHELASTIC_RUN_ID", std::getenv("VICTIM_RUN_ID"), 1);
-    auto options = parallel::InitOptions().with_transport(transport);
-    if (std::getenv("TIMEOUT_MS")) options.with_timeout(std::chrono::milliseconds(timeout_ms));
+    auto options = parallel::InitOptions().transport(transport);
+    if (std::getenv("TIMEOUT_MS")) options.timeout(std::chrono::milliseconds(timeout_ms));
     const bool behind_intruder = scenario == "intruder" && rank == victim;
     auto pg = behind_intruder
                   ? ring_behind_a_silent_client(rank, std::atoi(std::getenv("WORLD_SIZE")), timeout_ms, intruder)

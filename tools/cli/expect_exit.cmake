@@ -1,4 +1,4 @@
-# tools/flags/expect_exit.cmake: runs a program and checks its exit status and what it printed --
+# tools/cli/expect_exit.cmake: runs a program and checks its exit status and what it printed --
 # how the CTest tests of the programs' command lines (examples/, bench/) check a bad flag's message.
 #
 #   cmake -D PROGRAM=<exe> -D ARGS="--epochs|3x" -D EXIT=2 -D STDERR="--epochs expects an integer"

@@ -1,4 +1,4 @@
-// tools/ringrun.cpp: the launcher. Starts N copies of a program with the variables
+// tools/launch/ringrun.cpp: the launcher. Starts N copies of a program with the variables
 // init_process_group reads, prefixes their output with the rank, and stops the job when one dies.
 //
 //   ringrun --nproc-per-node 4 ./train --epochs 3
@@ -51,8 +51,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/launcher.h"
-#include "tools/flags/flags.h"
+#include "tools/launch/launcher.h"
+#include "tools/cli/flags.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// tools/flags/flags.h: the command-line parser every ringgrad program uses (examples, benchmarks,
+// tools/cli/flags.h: the command-line parser every ringgrad program uses (examples, benchmarks,
 // ringrun), so that all of them read flags the same way and say the same things when a flag is wrong.
 //
 //   ringgrad::cli::FlagParser flags("fashion_mnist", "Trains an MLP on Fashion-MNIST.");
@@ -45,7 +45,9 @@ enum class Positionals {
   StopAtFirst,  // a launcher (ringrun): the first non-flag word and everything after it are returned untouched
 };
 
-namespace detail {
+}  // namespace ringgrad::cli
+
+namespace ringgrad::detail {
 
 template <typename T>
 struct NonDeduced {
@@ -124,7 +126,9 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-}  // namespace detail
+}  // namespace ringgrad::detail
+
+namespace ringgrad::cli {
 
 // For add_custom's parsers: the whole text as a number, or nullopt ("3x", "", overflow, NaN, inf).
 using detail::parse_double;

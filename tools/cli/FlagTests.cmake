@@ -1,4 +1,4 @@
-# tools/flags/FlagTests.cmake: ringgrad_add_flag_test(), a CTest test that runs a program with a
+# tools/cli/FlagTests.cmake: ringgrad_add_flag_test(), a CTest test that runs a program with a
 # command line and checks its exit status and message (through expect_exit.cmake).
 #
 #   ringgrad_add_flag_test(fashion_mnist_flag_letters TARGET fashion_mnist ARGS "--epochs|3x" EXIT 2
