@@ -213,10 +213,12 @@ int main(int argc, char** argv) {
       // The same kernel with one resident 128x128 block per SM: no register spills, half the warps
       // (kernels/cuda/gemm.cu, "Registers"); the default is the faster of the two once measured.
       const double ms_native1 =
-          run_native ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_f32(args_native1, stream, 1); }, stream, opt) : NAN;
-      const double ms_cublas =
-          run_cublas ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt)
+          run_native ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_f32(args_native1, stream, 1); }, stream, opt)
                      : NAN;
+      const double ms_cublas =
+          run_cublas
+              ? gpu_ms_per_call([&] { rg::kernels::cuda::gemm_cublas_f32(args_cublas, stream, handle); }, stream, opt)
+              : NAN;
       std::vector<float> got_native(c_size), got_cublas(c_size);
       RINGGRAD_CUDA_CHECK(
           cudaMemcpyAsync(got_native.data(), dc_native.p, c_size * sizeof(float), cudaMemcpyDeviceToHost, stream));

@@ -202,9 +202,15 @@ void bm_elementwise(benchmark::State& state, Elementwise op, int64_t n) {
     a.strides[0] = b.strides[0] = 1;
     auto launch = [&] {
       switch (op) {
-        case Elementwise::Add: rg::kernels::cuda::binary(rg::kernels::BinaryOp::Add, rg::DType::f32, a, b, dz.p, g_stream); break;
-        case Elementwise::Mul: rg::kernels::cuda::binary(rg::kernels::BinaryOp::Mul, rg::DType::f32, a, b, dz.p, g_stream); break;
-        case Elementwise::Relu: rg::kernels::cuda::unary(rg::kernels::UnaryOp::Relu, rg::DType::f32, dx.p, dz.p, n, 0.0, g_stream); break;
+        case Elementwise::Add:
+          rg::kernels::cuda::binary(rg::kernels::BinaryOp::Add, rg::DType::f32, a, b, dz.p, g_stream);
+          break;
+        case Elementwise::Mul:
+          rg::kernels::cuda::binary(rg::kernels::BinaryOp::Mul, rg::DType::f32, a, b, dz.p, g_stream);
+          break;
+        case Elementwise::Relu:
+          rg::kernels::cuda::unary(rg::kernels::UnaryOp::Relu, rg::DType::f32, dx.p, dz.p, n, 0.0, g_stream);
+          break;
         case Elementwise::Copy:
           RINGGRAD_CUDA_CHECK(
               cudaMemcpyAsync(dz.p, dx.p, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, g_stream));
@@ -242,12 +248,12 @@ void bm_xent(benchmark::State& state, int64_t rows, int64_t c, bool backward) {
     DeviceBuffer<int64_t> dlabels(labels);
     const double scale = 1.0 / double(rows);  // the mean reduction's backward
     auto forward = [&] {
-      rg::kernels::cuda::cross_entropy_forward(rg::DType::f32, dlogits_in.p, dlabels.p, dloss_rows.p, dprobs.p, rows, c, 0.0,
-                                      g_stream);
+      rg::kernels::cuda::cross_entropy_forward(rg::DType::f32, dlogits_in.p, dlabels.p, dloss_rows.p, dprobs.p, rows, c,
+                                               0.0, g_stream);
     };
     auto backward_launch = [&] {
-      rg::kernels::cuda::cross_entropy_backward(rg::DType::f32, dprobs.p, dlabels.p, ddloss.p, /*dloss_stride=*/0, scale,
-                                       dgrad.p, rows, c, 0.0, g_stream);
+      rg::kernels::cuda::cross_entropy_backward(rg::DType::f32, dprobs.p, dlabels.p, ddloss.p, /*dloss_stride=*/0,
+                                                scale, dgrad.p, rows, c, 0.0, g_stream);
     };
     forward();
     backward_launch();
