@@ -31,7 +31,8 @@
 // NOLINTBEGIN(bugprone-macro-parentheses): T is a type, and `(T)&` or `(T)&&` would not compile.
 /// Declares the setting `name` of type `T`: a chainable setter `name(value)`, the getters
 /// `name() const` and `name()` (a reference, to change it in place), and the private field `name_`.
-/// Follow it with `= default_value;` or just `;` (then a constructor sets it, or it is value-initialized).
+/// Follow it with `= default_value;`, or with just `;` when a constructor sets it or when T's own
+/// default is the setting's (an empty std::string, an empty std::optional).
 #define RINGGRAD_ARG(T, name)                              \
  public:                                                   \
   auto name(const T& new_##name)->decltype(*this) {        \
