@@ -45,16 +45,23 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory atomics
 
 namespace {
 
-// Ranks can share memory, and see each other's pids, when they agree on all three: hostname, boot id
-// (differs between machines that share a hostname) and pid namespace (differs between containers).
+// Ranks can share memory, and see each other's pids, when they agree on all four: hostname, boot id
+// (differs between machines that share a hostname), pid namespace (differs between containers) and
+// network namespace (differs between the emulated hosts of tools/cluster.sh, which share everything
+// else: ranks there must talk as separate machines do, over TCP).
+std::string read_link(const char* path) {
+  char target[128] = {};
+  const ssize_t n = ::readlink(path, target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
+}
+
 std::string host_identity() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   std::string boot_id;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-  char pid_namespace[128] = {};
-  const ssize_t n = ::readlink("/proc/self/ns/pid", pid_namespace, sizeof(pid_namespace) - 1);
-  return std::string(host) + "/" + boot_id + "/" + (n > 0 ? std::string(pid_namespace, static_cast<size_t>(n)) : "");
+  return std::string(host) + "/" + boot_id + "/" + read_link("/proc/self/ns/pid") + "/" +
+         read_link("/proc/self/ns/net");
 }
 
 ShmLink::Channel* map_channel(const std::string& name, bool create) {

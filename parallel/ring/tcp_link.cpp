@@ -34,6 +34,11 @@ struct MessageHeader {
 constexpr uint64_t kAbortTag = ~uint64_t{0};
 constexpr uint64_t kMaxAbortReason = 1024;
 
+// "rank 3 at 10.0.0.2": across machines, the host says where to look.
+std::string peer_name(int rank, const std::string& host) {
+  return host.empty() ? detail::str("rank ", rank) : detail::str("rank ", rank, " at ", host);
+}
+
 }  // namespace
 
 std::string local_address_towards(const std::string& host) {
@@ -70,8 +75,9 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
   const std::string next = store.get_string("ring/tcp/" + std::to_string(next_rank_));
   const size_t colon = next.rfind(':');
   RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next_rank_, " published a malformed address '", next, "'");
-  to_next_ = connect_to(next.substr(0, colon), std::stoi(next.substr(colon + 1)), deadline,
-                        "ring: connecting to rank " + std::to_string(next_rank_));
+  next_host_ = next.substr(0, colon);
+  to_next_ = connect_to(next_host_, std::stoi(next.substr(colon + 1)), deadline,
+                        "ring: connecting to " + peer_name(next_rank_, next_host_));
   send_token(to_next_, token, deadline);
   const auto my_rank = static_cast<uint32_t>(rank);
   to_next_.send_all(&my_rank, sizeof(my_rank), deadline, "ring: introducing rank " + std::to_string(rank));
@@ -94,6 +100,8 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
       }
     }
     if (introduced && who == static_cast<uint32_t>(prev_rank_)) {
+      const std::string peer = candidate.peer();
+      prev_host_ = peer.substr(0, peer.rfind(':'));  // "address:port": the port is an ephemeral one
       from_prev_ = std::move(candidate);
     } else {
       std::fprintf(stderr,
@@ -119,8 +127,8 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
   const size_t recv_total = recv_bytes ? sizeof(MessageHeader) + recv_bytes : 0;
   size_t sent = 0, received = 0;
   size_t scratch_fill = 0, scratch_offset = 0;  // payload bytes in scratch_, and where they start
-  const std::string to_next = "ring: sending to rank " + std::to_string(next_rank_);
-  const std::string from_prev = "ring: receiving from rank " + std::to_string(prev_rank_);
+  const std::string next = peer_name(next_rank_, next_host_), prev = peer_name(prev_rank_, prev_host_);
+  const std::string to_next = "ring: sending to " + next, from_prev = "ring: receiving from " + prev;
 
   send_at_boundary_ = true;  // nothing of this message has gone out yet
   while (sent < send_total || received < recv_total) {
@@ -136,11 +144,10 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
-      throw Error(detail::str("ring: timed out at ", describe_tag(recv_total > received ? recv_tag : send_tag), " ",
-                              received < recv_total
-                                  ? "waiting for data from rank " + std::to_string(prev_rank_)
-                                  : "waiting for rank " + std::to_string(next_rank_) + " to take data",
-                              " (", received, "/", recv_total, " bytes in, ", sent, "/", send_total, " out)"));
+      throw Error(
+          detail::str("ring: timed out at ", describe_tag(recv_total > received ? recv_tag : send_tag), " ",
+                      received < recv_total ? "waiting for data from " + prev : "waiting for " + next + " to take data",
+                      " (", received, "/", recv_total, " bytes in, ", sent, "/", send_total, " out)"));
     }
     if (::poll(fds, static_cast<nfds_t>(count), static_cast<int>(std::min<long long>(left, 100))) < 0) {
       if (errno == EINTR) continue;
@@ -165,13 +172,12 @@ void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, u
         if (received == sizeof(MessageHeader) && in_header.tag == kAbortTag) {
           std::string reason(std::min(in_header.bytes, kMaxAbortReason), '\0');
           from_prev_.recv_all(reason.data(), reason.size(), deadline_in(std::chrono::seconds(1)), from_prev);
-          throw Error(
-              detail::str("ring: rank ", prev_rank_, " aborted (", reason, ") during ", describe_tag(recv_tag)));
+          throw Error(detail::str("ring: ", prev, " aborted (", reason, ") during ", describe_tag(recv_tag)));
         }
         if (received == sizeof(MessageHeader)) {
-          RINGGRAD_CHECK(in_header.tag == recv_tag && in_header.bytes == recv_bytes, "ring: rank ", prev_rank_,
-                         " sent ", in_header.bytes, " bytes for ", describe_tag(in_header.tag), ", but this rank (",
-                         rank_, ") expected ", recv_bytes, " bytes for ", describe_tag(recv_tag),
+          RINGGRAD_CHECK(in_header.tag == recv_tag && in_header.bytes == recv_bytes, "ring: ", prev, " sent ",
+                         in_header.bytes, " bytes for ", describe_tag(in_header.tag), ", but this rank (", rank_,
+                         ") expected ", recv_bytes, " bytes for ", describe_tag(recv_tag),
                          " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
         }
       } else if (recv_into != nullptr) {
@@ -205,8 +211,9 @@ void TcpLink::abort(const std::string& reason) {
       const std::string text = reason.substr(0, kMaxAbortReason);
       const MessageHeader header{kAbortTag, text.size()};
       const Deadline soon = deadline_in(std::chrono::milliseconds(100));
-      to_next_.send_all(&header, sizeof(header), soon, "ring: telling rank " + std::to_string(next_rank_));
-      to_next_.send_all(text.data(), text.size(), soon, "ring: telling rank " + std::to_string(next_rank_));
+      const std::string telling = "ring: telling " + peer_name(next_rank_, next_host_);
+      to_next_.send_all(&header, sizeof(header), soon, telling);
+      to_next_.send_all(text.data(), text.size(), soon, telling);
     } catch (const std::exception&) {
     }
   }

@@ -30,6 +30,7 @@ class TcpLink final : public RingLink {
 
  private:
   int rank_, next_rank_, prev_rank_;
+  std::string next_host_, prev_host_;  // the neighbours' addresses, for messages
   Socket to_next_, from_prev_;
   std::vector<uint8_t> scratch_;  // received pieces when the caller gives no destination
   bool send_at_boundary_ = true;  // the stream to next_rank_ is between two messages

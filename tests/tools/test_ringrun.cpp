@@ -152,6 +152,19 @@ TEST_CASE("ringrun: SIGTERM to ringrun reaches every rank and none survives", "[
   for (pid_t pid : pids) CHECK(is_stopped(pid));
 }
 
+TEST_CASE("ringrun: SIGKILL to ringrun takes its ranks with it, as a host going down does", "[ringrun]") {
+  // SIGKILL cannot be caught: the ranks go because each was set to die with its launcher.
+  Ringrun job(with_probe({"--nproc-per-node", "3"}, {"sleep", "20000"}));
+  REQUIRE(job.wait_for_stdout(" PID=", 3, 5000));
+  job.send(SIGKILL);
+  const Result r = job.finish();
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == -1);  // killed, not exited
+  const std::vector<pid_t> pids = printed_pids(r.out);
+  REQUIRE(pids.size() == 3);
+  for (pid_t pid : pids) CHECK(stops_soon(pid));
+}
+
 TEST_CASE("ringrun: SIGQUIT, SIGALRM and SIGXCPU stop the job like SIGTERM", "[ringrun]") {
   const int signo = GENERATE(SIGQUIT, SIGALRM, SIGXCPU);
   Ringrun job(with_probe({"--nproc-per-node", "2"}, {"sleep", "20000"}));

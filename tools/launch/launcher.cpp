@@ -12,7 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,7 +81,7 @@ const HandledSignal* handled_signal(int signo) {
   return nullptr;
 }
 
-// Both ends close-on-exec, so no rank inherits another rank's pipe (posix_spawn's dup2 clears the
+// Both ends close-on-exec, so no rank inherits another rank's pipe (the child's dup2 clears the
 // flag on the copy that becomes the rank's stdout or stderr).
 void make_pipe(int fds[2]) {
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed: " + errno_text());
@@ -199,6 +199,70 @@ class Job {
   }
 
  private:
+  // Starts argv (searched in PATH, as execvp does) as a rank: the leader of a new process group
+  // (see the top of the file), stdin from /dev/null, stdout and stderr into the pipes when they are
+  // given, SIGPIPE at its default (ignored here), the caller's signal mask -- and set to die with
+  // this launcher. That last one is PR_SET_PDEATHSIG, which only the child itself can set, between
+  // fork and exec, so this is fork and exec rather than posix_spawn: a launcher killed by SIGKILL
+  // (the OOM killer, a scheduler's hard stop, a test taking a host down) then takes its ranks with
+  // it, as a machine that goes down does, instead of leaving them running headless. The child runs
+  // only async-signal-safe calls; a failed exec comes back through a close-on-exec pipe. Returns 0
+  // or the errno of what failed.
+  int spawn(pid_t& pid, const std::vector<char*>& argv, const std::vector<char*>& envp, int out_fd, int err_fd) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    // Nothing is delivered between fork and exec: the child would run the launcher's handlers.
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
+    const pid_t launcher = getpid();
+    pid = fork();
+    if (pid == 0) {
+      auto fail = [&](int err) {
+        (void)!write(report[1], &err, sizeof(err));
+        _exit(127);
+      };
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+      if (getppid() != launcher) _exit(137);  // the launcher died before the line above: so does the rank
+      setpgid(0, 0);
+      const int in = open("/dev/null", O_RDONLY);
+      if (in < 0 || dup2(in, 0) < 0) fail(errno);
+      if ((out_fd >= 0 && dup2(out_fd, 1) < 0) || (err_fd >= 0 && dup2(err_fd, 2) < 0)) fail(errno);
+      // exec resets caught signals to their default but keeps ignored ones ignored: SIGPIPE,
+      // ignored here, must be the default again in the rank. The launcher's handlers go first, so
+      // nothing that arrives once the mask is the caller's again runs them.
+      struct sigaction default_action {};
+      default_action.sa_handler = SIG_DFL;
+      sigaction(SIGPIPE, &default_action, nullptr);
+      sigaction(SIGCHLD, &default_action, nullptr);
+      for (size_t i = 0; i < kHandledCount; ++i) {
+        struct sigaction current {};
+        sigaction(kHandledSignals[i].signo, nullptr, &current);
+        if (current.sa_handler != SIG_IGN) sigaction(kHandledSignals[i].signo, &default_action, nullptr);
+      }
+      pthread_sigmask(SIG_SETMASK, rank_mask_, nullptr);  // the caller's, not ours: see SignalScope
+      execvpe(argv[0], argv.data(), envp.data());
+      fail(errno);
+    }
+    const int fork_error = pid < 0 ? errno : 0;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    close(report[1]);
+    if (fork_error != 0) {
+      close(report[0]);
+      return fork_error;
+    }
+    int exec_error = 0;
+    ssize_t got;
+    do got = read(report[0], &exec_error, sizeof(exec_error));
+    while (got < 0 && errno == EINTR);
+    close(report[0]);
+    if (got == static_cast<ssize_t>(sizeof(exec_error))) {
+      waitpid(pid, nullptr, 0);  // it exited at once; nobody else may reap it
+      return exec_error;
+    }
+    return 0;  // end of file: the exec closed the pipe
+  }
+
   void start_rank(int local, std::vector<std::string> env) {
     Rank r;
     r.rank = opt_.node_rank * opt_.nproc_per_node + local;
@@ -222,28 +286,7 @@ class Job {
         throw;
       }
     }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    if (opt_.prefix_output) {
-      posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-      posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-    }
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setpgroup(&attr, 0);  // the rank leads a new group: see the top of the file
-    // exec resets caught signals to their default but keeps ignored ones ignored: SIGPIPE, ignored
-    // here, must be the default again in the rank.
-    sigset_t defaults;
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setsigmask(&attr, rank_mask_);  // the caller's, not ours: see SignalScope
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    // posix_spawnp searches PATH like execvp, and reports a failed exec through its return value.
-    const int rc = posix_spawnp(&r.pid, argv[0], &actions, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
+    const int rc = spawn(r.pid, argv, envp, out_pipe[1], err_pipe[1]);
     if (opt_.prefix_output) {
       close(out_pipe[1]);  // the rank holds the write ends now; ours would keep end-of-file away
       close(err_pipe[1]);

@@ -129,7 +129,7 @@ ringgrad::launch::JobOptions parse_args(int argc, char** argv) {
   return job;
 }
 
-// posix_spawn's dup2 onto fd 1 or 2 would misbehave if a pipe got that number, which happens when
+// The launcher's dup2 onto fd 1 or 2 would misbehave if a pipe got that number, which happens when
 // ringrun itself was started with stdout or stderr closed; /dev/null fills any gap.
 void ensure_standard_fds_open() {
   for (int fd = 0; fd <= 2; ++fd)

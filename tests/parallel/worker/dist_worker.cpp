@@ -249,6 +249,20 @@ int main(int argc, char** argv) {
         if (rank == victim && step == 5) ::kill(::getpid(), SIGKILL);
         pg->all_reduce(t, RedOp::Avg)->wait();
       }
+    } else if (scenario == "stream") {
+      // All-reduces until something goes wrong, for the fault tests of tests/multihost (which take a
+      // link down, or a host, from outside); "streaming" once the first one went through. Two
+      // minutes at most, so a fault that goes unnoticed fails the test instead of hanging it.
+      Tensor t = ones({1 << 16});
+      for (int step = 0; elapsed_ms() < 120000; ++step) {
+        pg->all_reduce(t, RedOp::Avg)->wait();
+        if (step == 0) {
+          std::printf("rank %d: streaming\n", rank);
+          std::fflush(stdout);
+        }
+      }
+      std::printf("rank %d: still streaming after two minutes\n", rank);
+      return 4;
     } else if (scenario == "stop") {
       // The victim is stopped (SIGSTOP, as Ctrl-Z does), not killed: its sockets and shared memory stay
       // open and it still "exists", so only deadlines can tell. It leaves its pid for the survivors,
@@ -264,7 +278,8 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
           std::printf("error after %lld ms: %s\n", elapsed_ms(), e.what());
           std::fflush(stdout);
-          kill_victim(victim);
+          // KEEP_VICTIM: across (emulated) hosts nobody can reach the victim; its own launcher stops it.
+          if (std::getenv("KEEP_VICTIM") == nullptr) kill_victim(victim);
           return 3;
         }
       }

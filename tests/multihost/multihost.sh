@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# tests/multihost/multihost.sh SCENARIO: one multihost test, run inside tools/cluster.sh's cluster
+# (CTest label `multihost`, see CMakeLists.txt here). Each emulated host runs one ringrun, as a real
+# machine would: `ringrun --nnodes H --node-rank h --master-addr <host 0> ...`.
+#
+#   collectives    every collective of the ring, exact, across the hosts
+#   ddp            DDP (SGD and AdamW, float64) reproduces one process training on the global batch
+#   link_down      host 1's cable is unplugged in the middle of a stream of all-reduces
+#   host_killed    host 1's ringrun is killed with SIGKILL (its ranks go with it)
+#   rank_stopped   the last rank, on the last host, stops itself (SIGSTOP) mid-stream
+#
+# In the fault scenarios every host that is left must report the failure within the timeout, naming
+# a rank and its host's address; every ringrun must exit non-zero; and no process, and no shared
+# memory, may be left behind (see check_fault). Environment: RINGRUN, DIST_WORKER, DDP_WORKER (the programs), NPROC (ranks per host).
+set -uo pipefail
+
+scenario="${1:?usage: multihost.sh SCENARIO}"
+read -ra hosts <<<"$RINGGRAD_CLUSTER_HOSTS"
+read -ra addrs <<<"$RINGGRAD_CLUSTER_ADDRS"
+read -ra links <<<"$RINGGRAD_CLUSTER_LINKS"
+nhosts=${#hosts[@]}
+nproc="${NPROC:-2}"
+world=$((nhosts * nproc))
+timeout_s=8  # each rank's deadline in the fault scenarios (ringrun --timeout)
+
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+shm_before="$(ls /dev/shm | grep '^ringgrad-' | sort || true)"
+RINGGRAD_JOB_TOKEN="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+export RINGGRAD_JOB_TOKEN
+
+fail() {
+  echo "FAIL ($scenario): $*"
+  for f in "$logs"/*.log; do
+    echo "---- $(basename "$f")"
+    cat "$f"
+  done
+  exit 1
+}
+
+# start_job TIMEOUT PROGRAM ARGS...: one ringrun per host, in the background (pids in ringruns).
+# `ip netns exec` execs ringrun, so each pid is ringrun's own.
+ringruns=()
+start_job() {
+  local timeout="$1"
+  shift
+  ringruns=()
+  for ((h = 0; h < nhosts; h++)); do
+    ip netns exec "${hosts[h]}" "$RINGRUN" --nnodes "$nhosts" --node-rank "$h" --nproc-per-node "$nproc" \
+      --master-addr "${addrs[0]}" --master-port 29500 --timeout "$timeout" --grace-ms 2000 "$@" \
+      >"$logs/host$h.log" 2>&1 &
+    ringruns+=($!)
+  done
+}
+
+# finish_job: every ringrun's exit status, in host order, into `statuses`; their time from `since`
+# (seconds, as $SECONDS) to the last exit into `took`.
+statuses=()
+finish_job() {
+  local since="$1"
+  statuses=()
+  for pid in "${ringruns[@]}"; do
+    wait "$pid"
+    statuses+=($?)
+  done
+  took=$((SECONDS - since))
+}
+
+# Waits (at most 60 s) until every rank printed "streaming".
+wait_streaming() {
+  local deadline=$((SECONDS + 60))
+  while (($(cat "$logs"/host*.log | grep -c ': streaming$') < world)); do
+    ((SECONDS < deadline)) || fail "the ranks did not all start streaming within 60 s"
+    sleep 0.1
+  done
+}
+
+# Nothing left: no process in any namespace (a moment for the last SIGKILLs), no new shared memory.
+check_nothing_left() {
+  local deadline=$((SECONDS + 5)) left
+  while :; do
+    left=""
+    for ns in "${hosts[@]}"; do left+="$(ip netns pids "$ns")"; done
+    [[ -z "$left" ]] && break
+    ((SECONDS < deadline)) || fail "processes left behind in the namespaces: $(echo $left)"
+    sleep 0.1
+  done
+  local shm_after
+  shm_after="$(ls /dev/shm | grep '^ringgrad-' | sort || true)"
+  [[ "$shm_after" == "$shm_before" ]] || fail "shared memory left behind: $(comm -13 <(echo "$shm_before") <(echo "$shm_after"))"
+}
+
+# The fault scenarios' common checks. Each host that is left reports the failure: a rank there failed
+# with an error naming a rank and its host's address (the rank it waited for, or, from the store, the
+# job's first failure), and its ringrun stopped the host's other ranks; every error any rank printed
+# names a rank and host; every ringrun exited non-zero within the deadline and a margin. (A rank that
+# its ringrun stops after a neighbour failed says nothing itself: the neighbour's error is the host's.)
+check_fault() {  # check_fault HOSTS-LEFT...
+  local limit=$((timeout_s + 10))
+  for ((h = 0; h < nhosts; h++)); do
+    ((statuses[h] != 0)) || fail "host $h's ringrun exited 0 after the fault"
+  done
+  ((took <= limit)) || fail "the job took ${took} s to fail after the fault (limit ${limit} s)"
+  local named='rank [0-9]+ at 10\.213\.0\.[0-9]+'
+  for h in "$@"; do
+    grep -E "^\[rank [0-9]+\] error after .*$named" "$logs/host$h.log" >/dev/null ||
+      fail "no rank on host $h reported an error naming a rank and its host"
+  done
+  local unnamed
+  unnamed="$(cat "$logs"/host*.log | grep -E '^\[rank [0-9]+\] error after' | grep -Ev "$named" || true)"
+  [[ -z "$unnamed" ]] || fail "an error names no rank and host: $unnamed"
+  check_nothing_left
+  echo "ok ($scenario): the hosts left ($*) each reported an error naming a rank and its host;" \
+    "every ringrun exited non-zero (${statuses[*]}) within ${took} s of the fault"
+}
+
+case "$scenario" in
+  collectives)
+    start=$SECONDS
+    start_job 60 "$DIST_WORKER" collectives
+    finish_job "$start"
+    for ((h = 0; h < nhosts; h++)); do ((statuses[h] == 0)) || fail "host $h's ringrun exited ${statuses[h]}"; done
+    for ((r = 0; r < world; r++)); do
+      grep -q "^\[rank $r\] rank $r: ok$" "$logs"/host*.log || fail "rank $r did not say ok"
+      grep -q "^\[rank $r\] rank $r transport tcp$" "$logs"/host*.log || fail "rank $r did not use TCP between hosts"
+    done
+    check_nothing_left
+    echo "ok (collectives): $world ranks on $nhosts hosts, every collective exact"
+    ;;
+  ddp)
+    start=$SECONDS
+    for opt in sgd adamw; do
+      start_job 60 "$DDP_WORKER" train "opt=$opt" cap=0 first_cap=0
+      finish_job "$start"
+      for ((h = 0; h < nhosts; h++)); do ((statuses[h] == 0)) || fail "$opt: host $h's ringrun exited ${statuses[h]}"; done
+      [[ "$(cat "$logs"/host*.log | grep -c 'max relative difference')" == "$world" ]] ||
+        fail "$opt: not every rank compared its model with the reference"
+      echo "$opt: $(grep -h 'max relative difference' "$logs"/host*.log | head -1)"
+    done
+    check_nothing_left
+    echo "ok (ddp): $world ranks on $nhosts hosts train as one process on the global batch"
+    ;;
+  link_down)
+    start_job "$timeout_s" "$DIST_WORKER" stream
+    wait_streaming
+    start=$SECONDS
+    ip link set "${links[1]}" down
+    finish_job "$start"
+    check_fault $(seq 0 $((nhosts - 1)))
+    ;;
+  host_killed)
+    start_job "$timeout_s" "$DIST_WORKER" stream
+    wait_streaming
+    start=$SECONDS
+    kill -KILL "${ringruns[1]}"
+    finish_job "$start"
+    statuses[1]=137  # killed: its status is the signal's, as a shell reports it
+    check_fault $(seq 0 $((nhosts - 1)) | grep -vx 1)
+    ;;
+  rank_stopped)
+    # The stop scenario of dist_worker: the victim stops itself. KEEP_VICTIM: the ranks that fail do
+    # not kill it (on one machine they can; across machines they could not), its ringrun does.
+    export VICTIM=$((world - 1)) TIMEOUT_MS=$((timeout_s * 1000)) KEEP_VICTIM=1
+    start=$SECONDS
+    start_job "$timeout_s" "$DIST_WORKER" stop
+    finish_job "$start"
+    check_fault $(seq 0 $((nhosts - 1)))
+    ;;
+  *)
+    echo "multihost.sh: unknown scenario '$scenario'"
+    exit 2
+    ;;
+esac
