@@ -1,6 +1,6 @@
 // bench/bench_allreduce.cpp: all-reduce bandwidth and latency of the ring, in nccl-tests' columns.
 //
-//   ./build/bench/bench_allreduce                      # 2 ranks on this machine, shm and tcp, 4 B .. 256 MB
+//   ./build/bench/bench_allreduce                      # 2 ranks on this machine, shm, tcp and gloo, 4 B .. 256 MB
 //   ./build/bench/bench_allreduce --nproc 4 --transport shm --max-bytes 64M --json allreduce.json
 //   ./build/bench/bench_allreduce --nproc 8 --backend nccl    # NCCL, one GPU per rank (needs >= 2 GPUs)
 //
@@ -69,8 +69,11 @@ Options parse(int argc, char** argv) {
   ringgrad::cli::FlagParser flags(
       "bench_allreduce", "All-reduce bandwidth and latency of the ring, next to gloo and Open MPI where installed.");
   flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine", 1, 1024);
-  flags.add_choice("--transport", &transport, {"shm", "tcp", "all"}, "the ring's links between ranks");
-  flags.add_choice("--backend", &backend, {"ring", "nccl"}, "ringgrad's ring, or NCCL with one GPU per rank");
+  flags.add_choice("--transport", &transport, {"shm", "tcp", "auto", "all"},
+                   "the ring's links between ranks; auto: each link picks (shm inside a host, tcp between hosts); "
+                   "all: shm, tcp, then the gloo backend in builds with Gloo");
+  flags.add_choice("--backend", &backend, {"ring", "gloo", "nccl"},
+                   "ringgrad's ring, its gloo backend, or NCCL with one GPU per rank");
   auto add_bytes = [&flags](const char* name, int64_t* target, const char* help) {
     flags.add_custom(
         name, "B", help, "a byte count from 1 to 16G, such as 4096, 64K, 256M or 1G",
@@ -89,10 +92,16 @@ Options parse(int argc, char** argv) {
   flags.add_bool("--no-references", &no_references, "skip the gloo and MPI references");
   flags.parse(argc, argv);
   o.references = !no_references;
+  if (backend == "gloo" && !parallel::gloo_available())
+    flags.exit_with_usage("--backend gloo needs a build with Gloo (apt-get install libgloo-dev, then configure again)");
   if (backend == "nccl")
     o.transports = {"nccl"};
+  else if (backend == "gloo")
+    o.transports = {"gloo"};  // "transport" gloo: ringgrad's gloo backend
   else if (transport != "all")
     o.transports = {transport};
+  else if (parallel::gloo_available())
+    o.transports.push_back("gloo");  // the ring and Gloo, through the same ProcessGroup API, in one run
   if (o.min_bytes > o.max_bytes)
     flags.exit_with_usage("--min-bytes " + std::to_string(o.min_bytes) + " is larger than --max-bytes " +
                           std::to_string(o.max_bytes) + ": no size to measure");
@@ -155,11 +164,12 @@ int run_rank(const Options& o) {
   for (size_t k = 0; k < o.transports.size(); ++k) {
     // A fresh group (and store, on the next port) per transport.
     const bool nccl = o.transports[k] == "nccl";  // one GPU per rank: cuda:LOCAL_RANK
+    const bool gloo = o.transports[k] == "gloo";  // ringgrad's gloo backend, on the CPU
     const parallel::InitOptions init = parallel::InitOptions()
                                            .master_addr(std::getenv("MASTER_ADDR"))
                                            .master_port(base_port + static_cast<int>(k))
-                                           .transport(nccl ? "auto" : o.transports[k]);
-    auto pg = parallel::init_process_group(nccl ? "nccl" : "ring", init);
+                                           .transport(nccl || gloo ? "auto" : o.transports[k]);
+    auto pg = parallel::init_process_group(nccl ? "nccl" : gloo ? "gloo" : "ring", init);
     const Device device = nccl ? Device::cuda(parallel::read_launch_info(init).local_rank) : Device::cpu();
     const std::vector<Row> rows = measure(*pg, o, device);
     lead = pg->rank() == 0;
@@ -198,7 +208,7 @@ int report(const Options& o, const std::string& results) {
     int64_t bytes, w;
     double s;
     while (in >> name >> bytes >> s >> w) {
-      const std::string label = name == "nccl" ? name : "ring-" + name;
+      const std::string label = name == "nccl" || name == "gloo" ? name : "ring-" + name;
       seconds[label][bytes] = s;
       wrong[label][bytes] = w;
     }

@@ -49,6 +49,7 @@ else()
   set(RINGGRAD_CONFIG_STATIC OFF)
 endif()
 set(RINGGRAD_CONFIG_CUDA ${RINGGRAD_WITH_CUDA})
+set(RINGGRAD_CONFIG_GLOO ${RINGGRAD_WITH_GLOO})
 
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/ringgrad-config.cmake.in

@@ -54,8 +54,9 @@ struct Args {
   std::string optimizer = "sgd";
   int64_t hidden = 1024;
   std::string device = "cpu:0";
-  std::string dp;    // "cpu:0,cpu:1": train with DataParallel over these devices
-  bool ddp = false;  // one process per device under ringrun
+  std::string dp;                  // "cpu:0,cpu:1": train with DataParallel over these devices
+  bool ddp = false;                // one process per device under ringrun
+  std::string comm_hook = "none";  // with --ddp: how gradients travel (parallel/comm_hook.h)
   uint64_t seed = 0;
   std::string save, resume, data_dir;
   double target = 0;       // minimum test accuracy, 0 = no check
@@ -74,6 +75,8 @@ void add_flags(cli::FlagParser& flags, Args& a) {
   flags.add_string("--dp", &a.dp, "train with DataParallel over these devices, e.g. cpu:0,cpu:1")
       .metavar("DEV,DEV,...");
   flags.add_bool("--ddp", &a.ddp, "DistributedDataParallel: one process per device, started by ringrun");
+  flags.add_choice("--comm-hook", &a.comm_hook, {"none", "bf16"},
+                   "with --ddp, how gradients are sent: none, float32; bf16, bfloat16 (half the bytes)");
   flags.add_int("--seed", &a.seed, "seed of the weights, dropout and data order");
   flags.add_string("--save", &a.save, "write a training checkpoint here after every epoch").metavar("PATH");
   flags.add_string("--resume", &a.resume, "continue the run saved in this checkpoint, with its flags").metavar("PATH");
@@ -196,6 +199,8 @@ int main(int argc, char** argv) {
     if (!flags.was_set("--lr") && std::find(restored.begin(), restored.end(), "--lr") == restored.end())
       parsed.lr = parsed.optimizer == "sgd" ? 0.05 : 1e-3;
     if (parsed.ddp && !parsed.dp.empty()) flags.fail("--dp and --ddp are alternatives, got both");
+    if (!parsed.ddp && parsed.comm_hook != "none")
+      flags.fail("--comm-hook " + parsed.comm_hook + " needs --ddp (it is how DDP sends gradients)");
     const Args args = parsed;
     const std::vector<Device> dp_devices = args.dp.empty() ? std::vector<Device>{} : parse_devices(args.dp);
     ensure_cpu_devices(dp_devices);
@@ -238,7 +243,9 @@ int main(int argc, char** argv) {
     if (!dp_devices.empty()) dp = std::make_unique<parallel::DataParallel<Classifier>>(model, dp_devices);
     // DDP holds the model the same way: ddp->module() is `model`. Construction broadcasts rank 0's weights.
     std::unique_ptr<parallel::DistributedDataParallel<Classifier>> ddp;
-    if (pg) ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(model, pg);
+    if (pg)
+      ddp = std::make_unique<parallel::DistributedDataParallel<Classifier>>(
+          model, pg, parallel::DDPOptions().comm_hook(parallel::comm_hook_named(args.comm_hook)));
     std::unique_ptr<nn::optim::Optimizer> opt;
     if (args.optimizer == "sgd")
       opt = std::make_unique<nn::optim::SGD>(model->parameters(),

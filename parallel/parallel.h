@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ringgrad/parallel/comm.h>
+#include <ringgrad/parallel/comm_hook.h>
 #include <ringgrad/parallel/data_parallel.h>
 #include <ringgrad/parallel/distributed_data_parallel.h>
 #include <ringgrad/parallel/parallel_apply.h>

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include <ringgrad/core/base/error.h>
+#include "parallel/gloo/gloo_process_group.h"
 #include "parallel/nccl/nccl_process_group.h"
 #include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
@@ -85,6 +86,19 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, in
 }
 #endif
 
+constexpr const char* kNoGloo =
+    "init_process_group: backend \"gloo\" is not in this build (it needs Gloo -- apt-get install libgloo-dev -- "
+    "at configure time); use backend \"ring\"";
+#ifndef RINGGRAD_WITH_GLOO
+bool gloo_available() { return false; }
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the signature of the Gloo build's function
+std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store>, int, int, const GlooOptions&) {
+  throw Error(kNoGloo);
+}
+#else
+bool gloo_available() { return true; }
+#endif
+
 namespace {
 std::mutex g_default_mutex;
 std::shared_ptr<ProcessGroup> g_default_group;
@@ -93,7 +107,8 @@ std::shared_ptr<ProcessGroup> g_default_group;
 // A function-local static, filled with the built-in backends on first use: a registrar object in
 // its own file would be dropped by the linker from a static library nobody references it in, and
 // its order against other static initialisers would be unspecified. This file is compiled once per
-// variant (with and without RINGGRAD_WITH_NCCL), so it is also where "nccl" is or is not installed.
+// variant (with and without RINGGRAD_WITH_NCCL and RINGGRAD_WITH_GLOO), so it is also where "nccl" and
+// "gloo" are or are not installed.
 struct BackendRegistry {
   BackendRegistry();  // installs the built-in backends
   std::mutex mutex;
@@ -111,6 +126,15 @@ std::shared_ptr<ProcessGroup> make_ring(const BackendContext& context) {
 
 BackendRegistry::BackendRegistry() {
   factories.emplace("ring", make_ring);
+#ifdef RINGGRAD_WITH_GLOO
+  factories.emplace("gloo", [](const BackendContext& context) {
+    GlooOptions gloo;
+    gloo.timeout() = context.info.timeout;
+    gloo.setup_timeout() = context.info.setup_timeout;
+    gloo.master_addr() = context.info.master_addr;
+    return make_gloo_process_group(context.store, context.info.rank, context.info.world_size, gloo);
+  });
+#endif
 #ifdef RINGGRAD_WITH_NCCL
   factories.emplace("nccl", [](const BackendContext& context) {
     return make_nccl_process_group(context.store, context.info.rank, context.info.world_size, context.info.local_rank,
@@ -147,7 +171,9 @@ ProcessGroupFactory find_backend(const std::string& backend) {
         "init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
         "time); use backend \"ring\"");
   }
-  const std::string no_nccl = nccl_available() ? "" : "; \"nccl\" needs a build with CUDA and NCCL";
+  if (backend == "gloo" && !gloo_available()) throw Error(kNoGloo);
+  std::string no_nccl = nccl_available() ? "" : "; \"nccl\" needs a build with CUDA and NCCL";
+  if (!gloo_available()) no_nccl += "; \"gloo\" needs a build with libgloo-dev";
   throw Error(detail::str("init_process_group: expected backend ", quoted_names(registered_process_group_backends()),
                           " (the registered backends", no_nccl, "; register_process_group_backend adds more), got \"",
                           backend, "\""));

@@ -83,7 +83,10 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].ready) {
       Bucket& b = buckets[next_launch++];
-      b.work = group->all_reduce(b.buffer, ReduceOp::Avg);
+      GradBucket bucket{static_cast<int>(next_launch - 1), b.buffer};
+      b.work = options.comm_hook()(*group, bucket);
+      RINGGRAD_CHECK(b.work != nullptr, "DistributedDataParallel: the comm hook returned no Work for bucket ",
+                     bucket.index);
     }
   }
 
@@ -204,6 +207,8 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   RINGGRAD_CHECK(group != nullptr, "DistributedDataParallel: no process group; call init_process_group() first");
+  RINGGRAD_CHECK(options.comm_hook() != nullptr,
+                 "DistributedDataParallel: expected a comm hook, got an empty one (the default is allreduce_hook())");
   RINGGRAD_CHECK(options.bucket_cap_mb() >= 0 && options.first_bucket_cap_mb() >= 0,
                  "DistributedDataParallel: expected bucket caps >= 0 MB, got ", options.bucket_cap_mb(), " and ",
                  options.first_bucket_cap_mb());

@@ -31,6 +31,7 @@
 
 #include <ringgrad/core/base/arg.h>
 #include <ringgrad/core/tensor.h>
+#include <ringgrad/parallel/comm_hook.h>
 #include <ringgrad/parallel/process_group.h>
 
 namespace ringgrad {
@@ -45,6 +46,9 @@ struct DDPOptions {
   RINGGRAD_ARG(bool, gradient_as_bucket_view) = false;  ///< .grad becomes a view of its bucket: no copy back
   RINGGRAD_ARG(bool, find_unused_parameters) = false;   ///< walk the graph after forward; unused params count as ready
   RINGGRAD_ARG(bool, overlap) = true;  ///< false: all-reduce every bucket only after backward has finished
+  /// What each bucket's communication is (parallel/comm_hook.h): one all-reduce by default,
+  /// bf16_compress_hook() to send half the bytes, or one's own.
+  RINGGRAD_ARG(CommHook, comm_hook) = allreduce_hook();
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;  ///< the timestamps of the timings below

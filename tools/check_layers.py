@@ -55,6 +55,7 @@ PRIVATE = [
     ("parallel/socket.h", {"parallel"}),  # TCP with deadlines, for the store, rendezvous and the ring
     ("parallel/ring/", {"parallel"}),  # the ring backend: it registers itself; init_process_group is the API
     ("parallel/nccl/", {"parallel"}),  # the NCCL backend, likewise
+    ("parallel/gloo/", {"parallel"}),  # the Gloo backend, likewise
 ]
 
 # Programs that measure one kernel itself and so include its private header, each with the reason.

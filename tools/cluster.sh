@@ -139,7 +139,7 @@ done
 export RINGGRAD_CLUSTER_HOSTS="${names[*]}"
 export RINGGRAD_CLUSTER_ADDRS="${addrs[*]}"
 export RINGGRAD_CLUSTER_LINKS="${links[*]}"
-echo "cluster.sh: $hosts hosts (${addrs[*]}), links ${link_gbit:+$link_gbit Gbit/s}${link_gbit:-unshaped}" >&2
+echo "cluster.sh: $hosts hosts (${addrs[*]}), links ${link_gbit:-unshaped}${link_gbit:+ Gbit/s}" >&2
 set +e
 "$@"
 status=$?

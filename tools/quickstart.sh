@@ -34,9 +34,9 @@ stage() { printf '\n==== %s\n' "$*"; }
 # --- 1. Debian packages -----------------------------------------------------------------------------
 # libbenchmark-dev: the Google Benchmark microbenchmarks; python3-matplotlib: bench/plot.py's PNGs;
 # openmpi-bin: the test that starts a job with Open MPI's mpirun; clang-14, libclang-rt-14-dev: clang
-# and its libFuzzer, for the fuzz tests (tests/fuzz/).
+# and its libFuzzer, for the fuzz tests (tests/fuzz/); libgloo-dev: the "gloo" process-group backend.
 packages=(build-essential cmake ninja-build libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev dataset-fashion-mnist
-          libbenchmark-dev python3-matplotlib openmpi-bin clang-14 libclang-rt-14-dev)
+          libbenchmark-dev python3-matplotlib openmpi-bin clang-14 libclang-rt-14-dev libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   # dpkg-query fails for a package it never heard of; a removed one still reports its status.

@@ -147,8 +147,10 @@ int run_ddp_rank(const Options& o) {
                  "run it directly, not under ringrun or torchrun)");
   const int gpus = o.device == "cuda" ? cuda_device_count() : 0;
   RINGGRAD_CHECK(o.device != "cuda" || gpus > 0, "dp_vs_ddp: --device cuda, but this process sees no GPU");
-  // NCCL needs a GPU per rank (and a build with NCCL); otherwise ranks share GPUs over the ring.
-  const std::string backend = gpus >= o.devices && parallel::nccl_available() ? "nccl" : "ring";
+  // --backend auto: NCCL needs a GPU per rank (and a build with NCCL); otherwise ranks share GPUs
+  // over the ring. parse() has checked that a chosen backend is in this build and fits --device.
+  const std::string automatic = gpus >= o.devices && parallel::nccl_available() ? "nccl" : "ring";
+  const std::string backend = o.backend == "auto" ? automatic : o.backend;
   auto pg = parallel::init_process_group(backend);
   const int rank = pg->rank();
   const Device device = o.device == "cuda" ? Device::cuda(rank % gpus) : Device::cpu(0);

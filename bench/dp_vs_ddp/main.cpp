@@ -50,6 +50,10 @@ Options parse(int argc, char** argv) {
                                   "breakdowns, traces and a scaling model.");
   flags.add_choice("--device", &o.device, {"cpu", "cuda"}, "logical CPU devices or GPUs");
   flags.add_int("--devices", &o.devices, "devices for dp, and processes for ddp", 1, 1024);
+  flags.add_choice("--backend", &o.backend, {"auto", "ring", "gloo", "nccl"},
+                   "the DDP ranks' process group; auto: nccl with a GPU per rank in a build with NCCL, else ring");
+  flags.add_choice("--comm-hook", &o.comm_hook, {"none", "bf16"},
+                   "what each DDP bucket is sent as: none, float32 as it is; bf16, bfloat16 (half the bytes)");
   flags.add_list("--layers", &o.layers, "the MLP's layer sizes, input first", 1, 1 << 20);
   flags.add_int("--depth", &depth, "instead of --layers: 784, D hidden layers of --width, 10", 1, 1000)
       .default_text("none");
@@ -107,6 +111,14 @@ Options parse(int argc, char** argv) {
   if (o.batch % o.devices != 0)
     flags.exit_with_usage("--batch must divide by --devices (every rank gets batch / N), got --batch " +
                           std::to_string(o.batch) + " and --devices " + std::to_string(o.devices));
+  if (o.backend == "gloo" && !ringgrad::parallel::gloo_available())
+    flags.exit_with_usage("--backend gloo needs a build with Gloo (apt-get install libgloo-dev, then configure again)");
+  if (o.backend == "gloo" && o.device == "cuda")
+    flags.exit_with_usage("--backend gloo takes CPU tensors, got --device cuda; use --backend nccl or ring");
+  if (o.backend == "nccl" && !ringgrad::parallel::nccl_available())
+    flags.exit_with_usage("--backend nccl needs a build with CUDA and NCCL; use --backend ring or gloo");
+  if (o.backend == "nccl" && o.device != "cuda")
+    flags.exit_with_usage("--backend nccl takes CUDA tensors, got --device " + o.device + "; use --device cuda");
   o.trace_steps = std::min(o.trace_steps, o.steps);
   return o;
 }
@@ -246,6 +258,9 @@ int run_parent(const Options& o, int argc, char** argv) {
   std::vector<double> single_params, params;
   std::printf("# single ...\n");
   std::fflush(stdout);
+  if (o.comm_hook != "none")
+    run.notes.push_back("every DDP mode sends its buckets as " + o.comm_hook + " (--comm-hook " + o.comm_hook +
+                        "); ddp-no_sync sends nothing");
   run.modes.push_back(run_single(o, data, single_params, start_trace()));
   if (trace) write_trace(run, "single", *trace);
   if (wants(o, "dp")) {

@@ -402,6 +402,7 @@ int report(const Run& run) {
                             {"lr", o.lr},
                             {"data", o.data},
                             {"backend", backend},
+                            {"comm_hook", o.comm_hook},
                             {"threads_per_device", o.device == "cpu" ? o.threads_per_device() : 0},
                             {"tolerance", o.tolerance}}},
                           {"modes", modes},

@@ -22,7 +22,13 @@ namespace bench {
 
 struct Options {
   std::string device = "cpu";  // "cpu": logical CPU devices; "cuda": GPUs
-  int devices = 2;             // N, for dp and ddp
+  // The DDP ranks' process group: "auto" (nccl with a GPU per rank in a build with NCCL, else ring),
+  // "ring", "gloo" (CPU only) or "nccl".
+  std::string backend = "auto";
+  // Every DDP variant's communication hook (parallel/comm_hook.h): "none" (one all-reduce per
+  // bucket) or "bf16" (buckets sent as bfloat16: half the bytes).
+  std::string comm_hook = "none";
+  int devices = 2;  // N, for dp and ddp
   std::vector<int64_t> layers = {784, 1024, 1024, 10};
   int64_t batch = 256;  // global batch: single takes all of it, DP scatters it, each DDP rank takes 1/N
   int warmup = 5, steps = 50;
@@ -90,6 +96,7 @@ inline std::vector<DdpVariant> ddp_variants(const Options& o) {
             {mode, cap, DDPOptions().bucket_cap_mb(cap).first_bucket_cap_mb(std::min(1.0, cap)).overlap(true)});
     if (mode == "ddp-no_sync") out.push_back({mode, NAN, DDPOptions(), false});
   }
+  for (DdpVariant& v : out) v.options.comm_hook(ringgrad::parallel::comm_hook_named(o.comm_hook));
   return out;
 }
 

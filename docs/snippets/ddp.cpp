@@ -70,6 +70,16 @@ int main() {
     // [/unused]
     snippets::expect(net->body->weight.grad().defined(), "used parameters get averaged gradients");
   }
+  {
+    // [comm_hook]
+    auto compressed = parallel::DDPOptions().comm_hook(parallel::bf16_compress_hook());
+    parallel::DistributedDataParallel<Mlp> ddp3(std::make_shared<Mlp>(784, 256, 10), pg, compressed);
+    Tensor x3 = randn({8, 784});
+    cross_entropy(ddp3.forward(x3), from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}, {8})).backward();
+    // every bucket went as bfloat16: .grad holds the average, rounded to bfloat16's 8-bit mantissa
+    // [/comm_hook]
+    snippets::expect(ddp3.module()->parameters()[0].grad().defined(), "compressed buckets still give gradients");
+  }
   std::cout << "ddp: rank " << pg->rank() << " of " << pg->size() << " done\n";
   return 0;
 }

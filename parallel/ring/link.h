@@ -1,11 +1,18 @@
-// parallel/ring/link.h: what the ring algorithms need from a transport.
+// parallel/ring/link.h: what the ring algorithms need from the transports.
 //
-// In a ring every rank talks to exactly two others: it sends to the next rank, (rank + 1) % N, and
-// receives from the previous one, (rank - 1 + N) % N. Every step of every ring algorithm is the same
-// move -- send one block forward while receiving one block from behind -- so a transport only has to
-// do that one thing well: exchange(). Sending and receiving progress at the same time (full duplex),
-// and received data is handed to the algorithm piece by piece as it arrives, so reducing the first
-// piece overlaps receiving the next.
+// In a ring every rank talks to exactly two others: it sends to the next rank on the ring and
+// receives from the previous one. Every step of every ring algorithm is the same move -- send one
+// block forward while receiving one block from behind -- so the link does that one thing well:
+// exchange(). Sending and receiving progress at the same time (full duplex), and received data is
+// handed to the algorithm piece by piece as it arrives, so reducing the first piece overlaps
+// receiving the next.
+//
+// The two directions are separate halves, each with its own transport: shared memory to a
+// neighbour on this host, TCP to one on another (a host's ranks sit next to each other on the ring,
+// ring_order.h, so only the ranks at a host's two ends have a TCP half). A half never blocks: it
+// moves what it can and says whether it did. exchange() drives both halves from one loop, and only
+// when neither could move does it wait -- in poll() when every half still busy has a socket, or by
+// spinning, yielding, then napping when one is shared memory (which has no file descriptor).
 //
 // Each message carries a tag (collective number and step) and its length; the receiver checks both,
 // so ranks that disagree on the order or the sizes of their collectives get an error naming the rank
@@ -15,37 +22,91 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "parallel/socket.h"
+#include <ringgrad/parallel/store.h>
 
 namespace ringgrad {
 namespace parallel {
 
+// Called for each received piece, in order: `data` holds bytes [offset, offset + bytes) of the
+// message and stays valid only during the call.
+using OnReceived = std::function<void(const uint8_t* data, size_t offset, size_t bytes)>;
+
+// The sending half: messages to the next rank.
+class SendHalf {
+ public:
+  virtual ~SendHalf() = default;
+  virtual const char* name() const = 0;                                  // "shm" or "tcp"
+  virtual void begin(uint64_t tag, const void* data, size_t bytes) = 0;  // a new message (bytes > 0)
+  virtual bool progress() = 0;                                           // true when bytes moved
+  virtual bool done() const = 0;                                         // the message is all out
+  virtual int poll_fd() const { return -1; }  // a socket that polls POLLOUT when it can move; -1: none
+  // Called while waiting: throws when the next rank aborted, or -- if `busy` (a message is under
+  // way) -- died or let the deadline pass.
+  virtual void check(Deadline deadline, bool busy) = 0;
+  virtual void abort(const std::string& reason) = 0;  // tell the next rank, and stop
+};
+
+// The receiving half: messages from the previous rank.
+class RecvHalf {
+ public:
+  virtual ~RecvHalf() = default;
+  virtual const char* name() const = 0;
+  // A new message of `bytes` (> 0) that must carry `tag`. Bytes land in `into` when it is not null
+  // (then on_received, if any, sees them there); otherwise on_received must consume them.
+  virtual void begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) = 0;
+  virtual bool progress() = 0;
+  virtual bool done() const = 0;
+  virtual int poll_fd() const { return -1; }  // polls POLLIN
+  virtual void check(Deadline deadline, bool busy) = 0;
+  virtual void abort(const std::string& reason) = 0;
+  // The last step of connecting: after this rank's SendHalf is connected (see connect_ring_link).
+  virtual void accept(Deadline deadline) = 0;
+};
+
 class RingLink {
  public:
-  virtual ~RingLink() = default;
-  virtual const char* name() const = 0;  // "tcp" or "shm"
-
-  // Called for each received piece, in order: `data` holds bytes [offset, offset + bytes) of the
-  // message and stays valid only during the call.
-  using OnReceived = std::function<void(const uint8_t* data, size_t offset, size_t bytes)>;
+  RingLink(std::unique_ptr<SendHalf> send, std::unique_ptr<RecvHalf> recv);
+  // "shm", "tcp", or "shm+tcp" when the two halves differ (this rank is at the end of a host).
+  std::string name() const;
 
   // Sends send_bytes from `send` to the next rank while receiving recv_bytes from the previous one.
-  // Received bytes land in `recv_into` when it is not null (then on_received, if any, sees them
-  // there); otherwise they stay in the transport's own buffer and on_received must consume them.
   // The outgoing message is labelled send_tag; the incoming one must carry recv_tag (in a ring
   // step both are the step's tag). A side with 0 bytes is skipped: both ranks compute the same sizes.
   // Throws ringgrad::Error naming the peer rank on a deadline, a dead or aborted peer, or a
   // tag/length mismatch.
-  virtual void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                        size_t recv_bytes, const OnReceived& on_received, Deadline deadline) = 0;
+  void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
+                size_t recv_bytes, const OnReceived& on_received, Deadline deadline);
 
   // After a failure: tell the neighbours (so they fail at once instead of at their deadline).
-  virtual void abort(const std::string& reason) = 0;
+  void abort(const std::string& reason);
+
+ private:
+  std::unique_ptr<SendHalf> send_;
+  std::unique_ptr<RecvHalf> recv_;
 };
 
-// "collective #12 (all_reduce), step 3": the tag written for humans.
+// Where this rank sits on the ring, and the transport of each of its two links ("shm" or "tcp").
+struct RingNeighbours {
+  int rank = 0, next = 0, prev = 0;
+  std::string to_next = "tcp", from_prev = "tcp";
+  std::string here;  // this host's address when the job spans hosts (for messages), else empty
+};
+
+// "rank 3 at 10.0.0.2" when the host is known: across machines, it says where to look.
+inline std::string peer_name(int rank, const std::string& host) {
+  return host.empty() ? "rank " + std::to_string(rank) : "rank " + std::to_string(rank) + " at " + host;
+}
+
+// Connects this rank's two halves through the store; every rank of the ring calls it at once.
+// master_addr picks the interface a TCP half listens on (the one that reaches it).
+std::unique_ptr<RingLink> connect_ring_link(Store& store, const RingNeighbours& ring, const std::string& master_addr,
+                                            Deadline deadline);
+
+// "collective #12 step 3": the tag written for humans.
 std::string describe_tag(uint64_t tag);
 inline uint64_t make_tag(uint64_t collective, uint32_t step) { return (collective << 20) | step; }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include <ringgrad/core/base/bf16.h>
 #include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
@@ -13,21 +14,6 @@ namespace {
 int mod(int a, int n) { return ((a % n) + n) % n; }
 // mod() as an index into a list of one chunk per rank: it is in [0, n), never negative.
 size_t slot(int a, int n) { return static_cast<size_t>(mod(a, n)); }
-
-// bfloat16 is the top half of a float32: widen by shifting, narrow with round-to-nearest-even.
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-uint16_t float_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 template <typename T>
 void reduce_typed(T* __restrict dst, const T* __restrict src, int64_t n, ReduceOp op) {
@@ -56,8 +42,6 @@ void reduce_bf16(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
 }
 
 }  // namespace
-
-std::string describe_tag(uint64_t tag) { return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff); }
 
 std::vector<Chunk> split_chunks(void* data, int64_t count, int64_t element_size, int parts) {
   std::vector<Chunk> chunks;
@@ -96,7 +80,7 @@ void divide_by(void* data, int64_t count, DType dtype, int divisor) {
 }
 
 void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks, DType dtype, ReduceOp op) {
-  const int n = ring.size, r = ring.rank;
+  const int n = ring.size, r = ring.position;
   const int64_t esize = dtype_size(dtype);
   for (int s = 0; s < n - 1; ++s) {
     const Chunk& out = chunks[slot(r - 1 - s, n)];
@@ -117,7 +101,7 @@ void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks,
 }
 
 void ring_all_gather(const RingStep& ring, const std::vector<Chunk>& chunks, int64_t element_size) {
-  const int n = ring.size, r = ring.rank;
+  const int n = ring.size, r = ring.position;
   for (int s = 0; s < n - 1; ++s) {
     const Chunk& out = chunks[slot(r - s, n)];
     const Chunk& in = chunks[slot(r - 1 - s, n)];
@@ -134,7 +118,7 @@ void ring_all_reduce(const RingStep& ring, void* data, int64_t count, DType dtyp
   }
   const std::vector<Chunk> chunks = split_chunks(data, count, dtype_size(dtype), ring.size);
   ring_reduce_scatter(ring, chunks, dtype, op);
-  const Chunk& own = chunks[static_cast<size_t>(ring.rank)];
+  const Chunk& own = chunks[static_cast<size_t>(ring.position)];
   if (op == ReduceOp::Avg) divide_by(own.data, own.count, dtype, ring.size);
   ring_all_gather(ring, chunks, dtype_size(dtype));
 }
@@ -145,7 +129,7 @@ void ring_broadcast(const RingStep& ring, void* data, int64_t bytes, int root) {
   // The ring starting at root: position 0 only sends, position n-1 only receives, the others pass
   // each segment on while receiving the next one, so after a short start-up every link is busy.
   constexpr int64_t kSegmentBytes = 256 << 10;
-  const int position = mod(ring.rank - root, n);
+  const int position = mod(ring.position - root, n);
   const int64_t segments = (bytes + kSegmentBytes - 1) / kSegmentBytes;
   auto* base = static_cast<uint8_t*>(data);
   auto segment = [&](int64_t i) {

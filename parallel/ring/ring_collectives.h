@@ -31,7 +31,9 @@ namespace parallel {
 
 struct RingStep {
   RingLink* link = nullptr;  // null when size == 1
-  int rank = 0, size = 1;
+  // This rank's place on the ring: the "r" of the algorithms above. It is the rank itself unless the
+  // ring was ordered host by host (ring_order.h); chunks are then listed in ring order too.
+  int position = 0, size = 1;
   uint64_t collective = 0;  // numbers the tags of this collective's messages
   Deadline deadline;
 };

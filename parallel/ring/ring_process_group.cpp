@@ -3,12 +3,14 @@
 
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <ringgrad/core/autograd/grad_mode.h>
 #include <ringgrad/core/cuda.h>
 #include <ringgrad/core/base/error.h>
 #include "parallel/ring/ring_collectives.h"
+#include "parallel/ring/ring_order.h"
 #include "parallel/ring/shm_link.h"
 #include "parallel/ring/tcp_link.h"
 
@@ -104,17 +106,29 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
     : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)) {
   RINGGRAD_CHECK(options.transport() == "auto" || options.transport() == "tcp" || options.transport() == "shm",
                  "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport(), "\"");
+  order_.resize(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) order_[static_cast<size_t>(r)] = r;
   if (size > 1) {
     RINGGRAD_CHECK(store_ != nullptr, "ring: a group of ", size, " ranks needs a store to meet through, got none");
     const Deadline deadline = deadline_in(options.setup_timeout());
-    std::string transport = options.transport();
-    if (transport == "auto") transport = all_ranks_on_this_host(*store_, rank, size) ? "shm" : "tcp";
-    if (transport == "shm") {
-      link_ = std::make_unique<ShmLink>(*store_, rank, size, deadline);
-    } else {
-      link_ = std::make_unique<TcpLink>(*store_, rank, size, options.master_addr(), deadline);
+    // Every rank says which host it is on; all of them then compute the same ring, host by host.
+    store_->set("ring/host/" + std::to_string(rank), host_identity());
+    std::vector<std::string> hosts;
+    hosts.reserve(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) hosts.push_back(store_->get_string("ring/host/" + std::to_string(r)));
+    order_ = parallel::ring_order(hosts);
+    RingNeighbours neighbours = ring_neighbours(order_, hosts, rank, options.transport());
+    // Across hosts, messages say where a rank is: its neighbours' addresses, and this one's.
+    if (std::count(hosts.begin(), hosts.end(), hosts[0]) != size) {
+      neighbours.here = local_address_towards(options.master_addr());
+      where_ = " at " + neighbours.here;
     }
+    link_ = connect_ring_link(*store_, neighbours, options.master_addr(), deadline);
+    transport_name_ = link_->name();
   }
+  position_of_.resize(static_cast<size_t>(size));
+  for (int p = 0; p < size; ++p) position_of_[static_cast<size_t>(order_[static_cast<size_t>(p)])] = p;
+  position_ = position_of_[static_cast<size_t>(rank)];
   thread_ = std::thread([this] { communication_loop(); });
 }
 
@@ -164,7 +178,7 @@ std::string RingProcessGroup::first_failure(const std::string& mine) {
   return first;
 }
 
-const char* RingProcessGroup::transport_name() const { return link_ ? link_->name() : "none"; }
+const char* RingProcessGroup::transport_name() const { return transport_name_.c_str(); }
 
 std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description, std::function<void(uint64_t, Deadline)> run) {
   auto work = std::make_shared<Work>(std::move(description));
@@ -210,7 +224,7 @@ void RingProcessGroup::communication_loop() {
       job.run(collective, deadline_in(timeout()));
       job.work->mark_done();
     } catch (const std::exception& e) {
-      std::string message = detail::str(job.work->description(), " on rank ", rank_, ": ", e.what());
+      std::string message = detail::str(job.work->description(), " on rank ", rank_, where_, ": ", e.what());
       const std::string first = first_failure(message);
       if (!first.empty()) message += " [first failure in the job: " + first + "]";
       {
@@ -229,7 +243,7 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
   auto ready = ready_point(tensor);
   return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op, ready](uint64_t c, Deadline d) {
     const HostView view(tensor, ready);
-    ring_all_reduce({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
+    ring_all_reduce({link_.get(), position_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
     view.write_back();
   });
 }
@@ -238,12 +252,13 @@ std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root
   check_tensor("broadcast", tensor, "the tensor");
   RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
   auto ready = ready_point(tensor);
-  return enqueue(
-      describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root, ready](uint64_t c, Deadline d) {
-        const HostView view(tensor, ready, rank_ == root);
-        ring_broadcast({link_.get(), rank_, size_, c, d}, view.data(), tensor.numel() * tensor.element_size(), root);
-        if (rank_ != root) view.write_back();
-      });
+  return enqueue(describe("broadcast", tensor, detail::str("root ", root)),
+                 [this, tensor, root, ready](uint64_t c, Deadline d) {
+                   const HostView view(tensor, ready, rank_ == root);
+                   ring_broadcast({link_.get(), position_, size_, c, d}, view.data(),
+                                  tensor.numel() * tensor.element_size(), position_of_[static_cast<size_t>(root)]);
+                   if (rank_ != root) view.write_back();
+                 });
 }
 
 std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
@@ -259,10 +274,11 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
     const HostView in(input, ready);
     const int64_t bytes = input.numel() * input.element_size();
     copy_bytes(views[static_cast<size_t>(rank_)].data(), in.data(), bytes);
-    std::vector<Chunk> chunks;
+    std::vector<Chunk> chunks;  // in ring order: the chunk at position p is rank order_[p]'s
     chunks.reserve(views.size());
-    for (const HostView& v : views) chunks.push_back({static_cast<uint8_t*>(v.data()), input.numel()});
-    if (size_ > 1) ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, input.element_size());
+    for (const int r : order_)
+      chunks.push_back({static_cast<uint8_t*>(views[static_cast<size_t>(r)].data()), input.numel()});
+    if (size_ > 1) ring_all_gather({link_.get(), position_, size_, c, d}, chunks, input.element_size());
     for (const HostView& v : views) v.write_back();
   });
 }
@@ -281,14 +297,15 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
                    // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
                    const int64_t count = output.numel(), bytes = count * output.element_size();
                    std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
-                   std::vector<Chunk> chunks;
                    for (int r = 0; r < size_; ++r) {
                      const HostView in(inputs[static_cast<size_t>(r)], ready);
                      copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
-                     chunks.push_back({scratch.data() + r * bytes, count});
                    }
-                   if (size_ > 1) ring_reduce_scatter({link_.get(), rank_, size_, c, d}, chunks, output.dtype(), op);
-                   uint8_t* const own = chunks[static_cast<size_t>(rank_)].data;
+                   std::vector<Chunk> chunks;  // in ring order, as in all_gather
+                   for (const int r : order_) chunks.push_back({scratch.data() + r * bytes, count});
+                   if (size_ > 1)
+                     ring_reduce_scatter({link_.get(), position_, size_, c, d}, chunks, output.dtype(), op);
+                   uint8_t* const own = chunks[static_cast<size_t>(position_)].data;  // this rank's
                    if (op == ReduceOp::Avg) divide_by(own, count, output.dtype(), size_);
                    const HostView out(output, ready, /*read=*/false);
                    copy_bytes(out.data(), own, bytes);
@@ -304,7 +321,7 @@ std::shared_ptr<Work> RingProcessGroup::barrier() {
     std::vector<Chunk> chunks;
     chunks.reserve(marks.size());
     for (int r = 0; r < size_; ++r) chunks.push_back({marks.data() + r, 1});
-    ring_all_gather({link_.get(), rank_, size_, c, d}, chunks, 1);
+    ring_all_gather({link_.get(), position_, size_, c, d}, chunks, 1);
   });
 }
 

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ringgrad/core/base/arg.h>
 #include <ringgrad/parallel/process_group.h>
@@ -41,7 +42,11 @@ class RingProcessGroup final : public ProcessGroup {
 
   const char* backend_name() const override { return "ring"; }
   Device collective_device(Device) const override { return Device::cpu(); }  // works on host memory
-  const char* transport_name() const;  // "tcp", "shm", or "none" for a group of one
+  // "shm", "tcp", "shm+tcp" (one link each way: this rank is at the end of its host's stretch of
+  // the ring), or "none" for a group of one.
+  const char* transport_name() const;
+  // The ranks in ring order: host by host (ring_order.h); 0, 1, ..., N-1 when on one host.
+  const std::vector<int>& ring_order() const { return order_; }
 
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
@@ -62,6 +67,11 @@ class RingProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<Store> store_;
   std::unique_ptr<RingLink> link_;
+  std::string transport_name_ = "none";
+  std::string where_;             // " at 10.0.0.2" when the job spans hosts, for messages
+  std::vector<int> order_;        // position -> rank
+  std::vector<int> position_of_;  // rank -> position
+  int position_ = 0;              // this rank's
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> queue_;

@@ -1,4 +1,4 @@
-// parallel/ring/shm_link.cpp: the shared-memory channel, its setup and exchange().
+// parallel/ring/shm_link.cpp: the shared-memory channel, and the two halves that use it.
 #include "parallel/ring/shm_link.h"
 
 #include <fcntl.h>
@@ -28,7 +28,7 @@ constexpr int kSlots = 16;
 constexpr size_t kSlotBytes = 128 << 10;
 }  // namespace
 
-struct ShmLink::Channel {
+struct ShmChannel {
   struct SlotInfo {
     uint64_t tag;            // the message this piece belongs to
     uint64_t message_bytes;  // the whole message's length, checked against what the reader expects
@@ -45,16 +45,18 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory atomics
 
 namespace {
 
-// Ranks can share memory, and see each other's pids, when they agree on all four: hostname, boot id
-// (differs between machines that share a hostname), pid namespace (differs between containers) and
-// network namespace (differs between the emulated hosts of tools/cluster.sh, which share everything
-// else: ranks there must talk as separate machines do, over TCP).
 std::string read_link(const char* path) {
   char target[128] = {};
   const ssize_t n = ::readlink(path, target, sizeof(target) - 1);
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
+}  // namespace
+
+// Ranks can share memory, and see each other's pids, when they agree on all four: hostname, boot id
+// (differs between machines that share a hostname), pid namespace (differs between containers) and
+// network namespace (differs between the emulated hosts of tools/cluster.sh, which share everything
+// else: ranks there must talk as separate machines do, over TCP).
 std::string host_identity() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
@@ -64,23 +66,25 @@ std::string host_identity() {
          read_link("/proc/self/ns/net");
 }
 
-ShmLink::Channel* map_channel(const std::string& name, bool create) {
+namespace {
+
+ShmChannel* map_channel(const std::string& name, bool create) {
   const int fd = ::shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
   RINGGRAD_CHECK(
       fd >= 0, "ring: shm_open('", name, "') failed: ", std::strerror(errno),
       create ? "" : " (are all ranks on this host and in one /dev/shm namespace? else use transport \"tcp\")");
-  if (create && ::ftruncate(fd, sizeof(ShmLink::Channel)) != 0) {
+  if (create && ::ftruncate(fd, sizeof(ShmChannel)) != 0) {
     const int err = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw Error(detail::str("ring: cannot size shared memory '", name, "' to ", sizeof(ShmLink::Channel),
+    throw Error(detail::str("ring: cannot size shared memory '", name, "' to ", sizeof(ShmChannel),
                             " bytes: ", std::strerror(err), " (is /dev/shm large enough?)"));
   }
-  void* memory = ::mmap(nullptr, sizeof(ShmLink::Channel), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* memory = ::mmap(nullptr, sizeof(ShmChannel), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);  // the mapping keeps the memory alive
   RINGGRAD_CHECK(memory != MAP_FAILED, "ring: mmap of '", name, "' failed: ", std::strerror(errno));
   // A fresh segment is zero-filled, which is exactly head = tail = aborted = 0.
-  return static_cast<ShmLink::Channel*>(memory);
+  return static_cast<ShmChannel*>(memory);
 }
 
 // A process that exited is gone (ESRCH) or, until its parent reaps it, a zombie.
@@ -103,142 +107,141 @@ bool process_alive(pid_t pid) {
   return true;
 }
 
-}  // namespace
+std::string pid_key(int rank) { return "ring/pid/" + std::to_string(rank); }
 
-bool all_ranks_on_this_host(Store& store, int rank, int size) {
-  const std::string me = host_identity();
-  store.set("ring/host/" + std::to_string(rank), me);
-  for (int r = 0; r < size; ++r)
-    if (store.get_string("ring/host/" + std::to_string(r)) != me) return false;
-  return true;
+void set_abort(ShmChannel* channel, int rank, const std::string& reason) {
+  if (channel == nullptr) return;
+  const std::string text = detail::str("rank ", rank, ": ", reason);
+  std::strncpy(channel->abort_reason, text.c_str(), sizeof(channel->abort_reason) - 1);
+  channel->aborted.store(1, std::memory_order_release);
 }
 
-ShmLink::ShmLink(Store& store, int rank, int size, Deadline deadline)
-    : rank_(rank), next_rank_((rank + 1) % size), prev_rank_((rank + size - 1) % size) {
-  (void)deadline;  // the store's own timeout bounds every wait below
-  // One random job id from rank 0 keeps two jobs on one host from opening each other's channels.
-  if (rank == 0) {
-    std::random_device device;
-    store.set("ring/shm/job", detail::str(std::hex, device(), device()));
-  }
-  const std::string job = store.get_string("ring/shm/job");
-  auto channel_name = [&job](int r) { return "/ringgrad-" + job + "-" + std::to_string(r); };
-
-  in_name_ = channel_name(rank);
-  in_ = map_channel(in_name_, /*create=*/true);
-  try {
-    store.set("ring/shm/" + std::to_string(rank) + "/pid", std::to_string(::getpid()));
-    next_pid_ = std::stoi(store.get_string("ring/shm/" + std::to_string(next_rank_) + "/pid"));
-    prev_pid_ = std::stoi(store.get_string("ring/shm/" + std::to_string(prev_rank_) + "/pid"));
-    out_ = map_channel(channel_name(next_rank_), /*create=*/false);
-    store.set("ring/shm/" + std::to_string(rank) + "/mapped", "1");
-    // Once the previous rank has mapped my channel, nobody needs its name any more.
-    store.wait({"ring/shm/" + std::to_string(prev_rank_) + "/mapped"});
-  } catch (...) {
-    // A constructor that throws runs no destructor: give back the named segment here, or a failed
-    // setup (a peer that died, a store timeout) would leave it in /dev/shm.
-    ::shm_unlink(in_name_.c_str());
-    ::munmap(in_, sizeof(Channel));
-    if (out_) ::munmap(out_, sizeof(Channel));
-    throw;
-  }
-  ::shm_unlink(in_name_.c_str());
-  in_unlinked_ = true;
+void check_not_aborted(const ShmChannel* channel, uint64_t tag) {
+  if (channel->aborted.load(std::memory_order_acquire))
+    throw Error(detail::str("ring: a neighbour aborted (", channel->abort_reason, ") during ", describe_tag(tag)));
 }
 
-ShmLink::~ShmLink() {
-  if (in_ && !in_unlinked_) ::shm_unlink(in_name_.c_str());
-  if (in_) ::munmap(in_, sizeof(Channel));
-  if (out_) ::munmap(out_, sizeof(Channel));
-}
-
-// Called when neither direction could move: spin (a neighbour on another core answers within
-// nanoseconds), then yield the core (ranks may outnumber cores), then nap. While napping, check
-// the deadline, the abort flags and whether the neighbours still live.
-void ShmLink::wait_a_little(int& idle_rounds, Deadline deadline, uint64_t tag, bool receiving) {
-  ++idle_rounds;
-  if (idle_rounds < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    return;
-  }
-  if (idle_rounds < 512) {
-    sched_yield();
-    return;
-  }
-  std::this_thread::sleep_for(std::chrono::microseconds(20));
-  const auto now = Clock::now();
-  if (now - last_liveness_check_ < std::chrono::milliseconds(20)) return;
-  last_liveness_check_ = now;
-  for (Channel* c : {in_, out_})
-    if (c->aborted.load(std::memory_order_acquire))
-      throw Error(detail::str("ring: a neighbour aborted (", c->abort_reason, ") during ", describe_tag(tag)));
-  // Only the neighbour being waited for must be alive: one that finished its part of the last
-  // collective may already have exited, normally.
-  const int peer = receiving ? prev_rank_ : next_rank_;
-  const pid_t peer_pid = receiving ? prev_pid_ : next_pid_;
-  RINGGRAD_CHECK(process_alive(peer_pid), "ring: rank ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
-  RINGGRAD_CHECK(now < deadline, "ring: timed out at ", describe_tag(tag), " waiting for rank ", peer,
+// While a message is under way, the neighbour it waits for must be alive, and the deadline not past.
+// (A neighbour with nothing to do may have exited, normally: it finished its part of the last one.)
+void check_peer(const std::string& peer, pid_t peer_pid, Deadline deadline, uint64_t tag, bool receiving) {
+  RINGGRAD_CHECK(process_alive(peer_pid), "ring: ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
+  RINGGRAD_CHECK(Clock::now() < deadline, "ring: timed out at ", describe_tag(tag), " waiting for ", peer,
                  receiving ? " to send" : " to take data",
                  process_stopped(peer_pid)
-                     ? detail::str("; rank ", peer, " (pid ", peer_pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)")
+                     ? detail::str("; ", peer, " (pid ", peer_pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)")
                      : std::string());
 }
 
-void ShmLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                       size_t recv_bytes, const OnReceived& on_received, Deadline deadline) {
-  size_t sent = 0, received = 0;
-  int idle_rounds = 0;
-  while (sent < send_bytes || received < recv_bytes) {
-    bool moved = false;
-    if (sent < send_bytes) {
-      const uint64_t head = out_->head.load(std::memory_order_relaxed);
-      if (head - out_->tail.load(std::memory_order_acquire) < static_cast<uint64_t>(kSlots)) {
-        const size_t piece = std::min(kSlotBytes, send_bytes - sent);
-        std::memcpy(out_->slots[head % kSlots], static_cast<const uint8_t*>(send) + sent, piece);
-        out_->info[head % kSlots] = {send_tag, send_bytes, piece};
-        out_->head.store(head + 1, std::memory_order_release);  // publishes the slot's bytes and info
-        sent += piece;
-        moved = true;
-      }
-    }
-    if (received < recv_bytes) {
-      const uint64_t tail = in_->tail.load(std::memory_order_relaxed);
-      if (in_->head.load(std::memory_order_acquire) > tail) {
-        const Channel::SlotInfo info = in_->info[tail % kSlots];
-        RINGGRAD_CHECK(
-            info.tag == recv_tag && info.message_bytes == recv_bytes && info.piece_bytes <= recv_bytes - received,
-            "ring: rank ", prev_rank_, " sent ", info.message_bytes, " bytes for ", describe_tag(info.tag),
-            ", but this rank (", rank_, ") expected ", recv_bytes, " bytes for ", describe_tag(recv_tag),
-            " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
-        const uint8_t* piece = in_->slots[tail % kSlots];
-        if (recv_into != nullptr) {
-          std::memcpy(static_cast<uint8_t*>(recv_into) + received, piece, info.piece_bytes);
-          piece = static_cast<const uint8_t*>(recv_into) + received;
-        }
-        if (on_received) on_received(piece, received, info.piece_bytes);
-        in_->tail.store(tail + 1, std::memory_order_release);  // the slot may now be overwritten
-        received += info.piece_bytes;
-        moved = true;
-      }
-    }
-    if (moved) {
-      idle_rounds = 0;
-    } else {
-      wait_a_little(idle_rounds, deadline, received < recv_bytes ? recv_tag : send_tag, received < recv_bytes);
-    }
+}  // namespace
+
+// ---- receiving -----------------------------------------------------------------------------------
+
+ShmRecv::ShmRecv(Store& store, int rank, int prev, const std::string& here)
+    : store_(store), rank_(rank), prev_(prev), prev_name_(peer_name(prev, here)) {
+  // A random name per channel keeps two jobs on one host from opening each other's channels.
+  std::random_device device;
+  channel_name_ = detail::str("/ringgrad-", std::hex, device(), device(), "-", std::dec, rank);
+  channel_ = map_channel(channel_name_, /*create=*/true);
+  try {
+    store.set(pid_key(rank), std::to_string(::getpid()));
+    store.set("ring/shm/" + std::to_string(rank) + "/channel", channel_name_);
+  } catch (...) {
+    // A constructor that throws runs no destructor: give back the named segment here.
+    ::shm_unlink(channel_name_.c_str());
+    ::munmap(channel_, sizeof(ShmChannel));
+    throw;
   }
 }
 
-void ShmLink::abort(const std::string& reason) {
-  for (Channel* c : {in_, out_}) {
-    if (c == nullptr) continue;
-    const std::string text = detail::str("rank ", rank_, ": ", reason);
-    std::strncpy(c->abort_reason, text.c_str(), sizeof(c->abort_reason) - 1);
-    c->aborted.store(1, std::memory_order_release);
+void ShmRecv::accept(Deadline deadline) {
+  (void)deadline;  // the store's own timeout bounds the wait
+  // Once the previous rank has mapped the channel, nobody needs its name any more.
+  store_.wait({"ring/shm/" + std::to_string(prev_) + "/mapped"});
+  prev_pid_ = std::stoi(store_.get_string(pid_key(prev_)));
+  ::shm_unlink(channel_name_.c_str());
+  unlinked_ = true;
+}
+
+ShmRecv::~ShmRecv() {
+  if (!unlinked_) ::shm_unlink(channel_name_.c_str());  // setup failed halfway: no name left in /dev/shm
+  ::munmap(channel_, sizeof(ShmChannel));
+}
+
+void ShmRecv::begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) {
+  tag_ = tag;
+  into_ = static_cast<uint8_t*>(into);
+  bytes_ = bytes;
+  received_ = 0;
+  on_received_ = on_received;
+}
+
+bool ShmRecv::progress() {
+  const uint64_t tail = channel_->tail.load(std::memory_order_relaxed);
+  if (channel_->head.load(std::memory_order_acquire) <= tail) return false;
+  const ShmChannel::SlotInfo info = channel_->info[tail % kSlots];
+  RINGGRAD_CHECK(info.tag == tag_ && info.message_bytes == bytes_ && info.piece_bytes <= bytes_ - received_,
+                 "ring: ", prev_name_, " sent ", info.message_bytes, " bytes for ", describe_tag(info.tag),
+                 ", but this rank (", rank_, ") expected ", bytes_, " bytes for ", describe_tag(tag_),
+                 " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
+  const uint8_t* piece = channel_->slots[tail % kSlots];
+  if (into_ != nullptr) {
+    std::memcpy(into_ + received_, piece, info.piece_bytes);
+    piece = into_ + received_;
+  }
+  if (on_received_ != nullptr) (*on_received_)(piece, received_, info.piece_bytes);
+  channel_->tail.store(tail + 1, std::memory_order_release);  // the slot may now be overwritten
+  received_ += info.piece_bytes;
+  return true;
+}
+
+void ShmRecv::check(Deadline deadline, bool busy) {
+  check_not_aborted(channel_, tag_);
+  if (busy) check_peer(prev_name_, prev_pid_, deadline, tag_, /*receiving=*/true);
+}
+
+void ShmRecv::abort(const std::string& reason) { set_abort(channel_, rank_, reason); }
+
+// ---- sending -------------------------------------------------------------------------------------
+
+ShmSend::ShmSend(Store& store, int rank, int next, const std::string& here)
+    : rank_(rank), next_name_(peer_name(next, here)) {
+  store.set(pid_key(rank), std::to_string(::getpid()));
+  channel_ = map_channel(store.get_string("ring/shm/" + std::to_string(next) + "/channel"), /*create=*/false);
+  try {
+    next_pid_ = std::stoi(store.get_string(pid_key(next)));
+    store.set("ring/shm/" + std::to_string(rank) + "/mapped", "1");
+  } catch (...) {
+    ::munmap(channel_, sizeof(ShmChannel));
+    throw;
   }
 }
+
+ShmSend::~ShmSend() { ::munmap(channel_, sizeof(ShmChannel)); }
+
+void ShmSend::begin(uint64_t tag, const void* data, size_t bytes) {
+  tag_ = tag;
+  data_ = static_cast<const uint8_t*>(data);
+  bytes_ = bytes;
+  sent_ = 0;
+}
+
+bool ShmSend::progress() {
+  const uint64_t head = channel_->head.load(std::memory_order_relaxed);
+  if (head - channel_->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(kSlots)) return false;  // full
+  const size_t piece = std::min(kSlotBytes, bytes_ - sent_);
+  std::memcpy(channel_->slots[head % kSlots], data_ + sent_, piece);
+  channel_->info[head % kSlots] = {tag_, bytes_, piece};
+  channel_->head.store(head + 1, std::memory_order_release);  // publishes the slot's bytes and info
+  sent_ += piece;
+  return true;
+}
+
+void ShmSend::check(Deadline deadline, bool busy) {
+  check_not_aborted(channel_, tag_);
+  if (busy) check_peer(next_name_, next_pid_, deadline, tag_, /*receiving=*/false);
+}
+
+void ShmSend::abort(const std::string& reason) { set_abort(channel_, rank_, reason); }
 
 }  // namespace parallel
 }  // namespace ringgrad

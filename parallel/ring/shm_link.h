@@ -1,11 +1,11 @@
-// parallel/ring/shm_link.h: the ring through POSIX shared memory -- ranks on one host.
+// parallel/ring/shm_link.h: the ring's halves through POSIX shared memory -- neighbours on one host.
 //
-// Each rank creates one shared-memory *channel* for the data it receives, and maps the channel of
-// the next rank to send into it. A channel is a ring buffer of kSlots slots: the sender copies a
+// Each rank creates one shared-memory *channel* for the data it receives (ShmRecv), and its previous
+// rank maps it to send into (ShmSend). A channel is a ring buffer of kSlots slots: the sender copies a
 // piece of its message into the next free slot and advances `head`; the receiver reduces (or copies)
 // straight out of the slot and advances `tail`. head and tail are atomics in the shared page, each on
 // its own cache line, so the two processes never write the same line. No system call is made per
-// message; a waiting side spins briefly, then yields, then sleeps in short naps.
+// message; a waiting side spins briefly, then yields, then sleeps in short naps (RingLink::exchange).
 //
 // Cleanup: once both sides have mapped a channel its name is unlinked, so the memory disappears
 // with the last process that maps it -- on a normal exit or a crash alike. A peer that dies is
@@ -23,35 +23,66 @@
 namespace ringgrad {
 namespace parallel {
 
-class ShmLink final : public RingLink {
+struct ShmChannel;  // the shared layout, in shm_link.cpp
+
+// Receives from `prev` through a channel this rank creates.
+class ShmRecv final : public RecvHalf {
  public:
-  ShmLink(Store& store, int rank, int size, Deadline deadline);
-  ~ShmLink() override;
-  ShmLink(const ShmLink&) = delete;
-  ShmLink& operator=(const ShmLink&) = delete;
+  // Creates the channel and publishes its name. `here`: this host, for messages (RingNeighbours).
+  ShmRecv(Store& store, int rank, int prev, const std::string& here);
+  ~ShmRecv() override;
+  ShmRecv(const ShmRecv&) = delete;
+  ShmRecv& operator=(const ShmRecv&) = delete;
 
   const char* name() const override { return "shm"; }
-  void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                size_t recv_bytes, const OnReceived& on_received, Deadline deadline) override;
+  void begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) override;
+  bool progress() override;
+  bool done() const override { return received_ == bytes_; }
+  void check(Deadline deadline, bool busy) override;
   void abort(const std::string& reason) override;
-
-  struct Channel;  // the shared layout, in shm_link.cpp
+  void accept(Deadline deadline) override;  // waits until prev mapped the channel, then unlinks its name
 
  private:
-  void wait_a_little(int& idle_rounds, Deadline deadline, uint64_t tag, bool receiving);
-
-  int rank_, next_rank_, prev_rank_;
-  pid_t next_pid_ = 0, prev_pid_ = 0;
-  Channel* in_ = nullptr;   // mine: prev writes, I read
-  Channel* out_ = nullptr;  // next's: I write, next reads
-  std::string in_name_;
-  bool in_unlinked_ = false;
-  Clock::time_point last_liveness_check_{};
+  Store& store_;
+  int rank_, prev_;
+  std::string prev_name_;  // "rank 3" or "rank 3 at 10.0.0.2"
+  pid_t prev_pid_ = 0;
+  ShmChannel* channel_ = nullptr;
+  std::string channel_name_;
+  bool unlinked_ = false;
+  uint64_t tag_ = 0;
+  uint8_t* into_ = nullptr;
+  size_t bytes_ = 0, received_ = 0;
+  const OnReceived* on_received_ = nullptr;
 };
 
-// True when every rank published the same host identity (hostname and boot id) in the store:
-// then shared memory can connect them.
-bool all_ranks_on_this_host(Store& store, int rank, int size);
+// Sends to `next` through the channel `next` created.
+class ShmSend final : public SendHalf {
+ public:
+  ShmSend(Store& store, int rank, int next, const std::string& here);  // maps next's channel
+  ~ShmSend() override;
+  ShmSend(const ShmSend&) = delete;
+  ShmSend& operator=(const ShmSend&) = delete;
+
+  const char* name() const override { return "shm"; }
+  void begin(uint64_t tag, const void* data, size_t bytes) override;
+  bool progress() override;
+  bool done() const override { return sent_ == bytes_; }
+  void check(Deadline deadline, bool busy) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  int rank_;
+  std::string next_name_;
+  pid_t next_pid_ = 0;
+  ShmChannel* channel_ = nullptr;
+  uint64_t tag_ = 0;
+  const uint8_t* data_ = nullptr;
+  size_t bytes_ = 0, sent_ = 0;
+};
+
+// This process's host, as far as sharing memory goes (shm_link.cpp says what it is made of).
+std::string host_identity();
 
 }  // namespace parallel
 }  // namespace ringgrad

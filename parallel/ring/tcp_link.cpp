@@ -1,4 +1,4 @@
-// parallel/ring/tcp_link.cpp: setting up the two connections, and exchange() as one poll() loop.
+// parallel/ring/tcp_link.cpp: the two TCP halves: connecting, and moving bytes without blocking.
 #include "parallel/ring/tcp_link.h"
 
 #include <arpa/inet.h>
@@ -23,21 +23,10 @@ constexpr int kSocketBufferBytes = 4 << 20;
 // How long a connecting peer has to present the job token and its rank (as the store's handshake).
 constexpr std::chrono::milliseconds kIntroductionLimit(5000);
 
-// Every message starts with this header, so the receiver can check it belongs to the step it is in.
-struct MessageHeader {
-  uint64_t tag;
-  uint64_t bytes;
-};
-
 // A header with this tag carries, instead of data, the reason a neighbour gave up (at most
 // kMaxAbortReason bytes of text): ranks further along the ring then report the real cause.
 constexpr uint64_t kAbortTag = ~uint64_t{0};
 constexpr uint64_t kMaxAbortReason = 1024;
-
-// "rank 3 at 10.0.0.2": across machines, the host says where to look.
-std::string peer_name(int rank, const std::string& host) {
-  return host.empty() ? detail::str("rank ", rank) : detail::str("rank ", rank, " at ", host);
-}
 
 }  // namespace
 
@@ -63,35 +52,25 @@ std::string local_address_towards(const std::string& host) {
   return text;
 }
 
-TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_addr, Deadline deadline)
-    : rank_(rank), next_rank_((rank + 1) % size), prev_rank_((rank + size - 1) % size) {
-  const std::string token = job_token();
+// ---- receiving -----------------------------------------------------------------------------------
+
+TcpRecv::TcpRecv(Store& store, int rank, int prev, const std::string& master_addr)
+    : rank_(rank), prev_(prev), prev_name_(peer_name(prev, "")), token_(job_token()) {
   const std::string me = local_address_towards(master_addr);
-  Listener listener(me, 0);
-  store.set("ring/tcp/" + std::to_string(rank), me + ":" + std::to_string(listener.port()));
+  listener_.emplace(me, 0);
+  store.set("ring/tcp/" + std::to_string(rank), me + ":" + std::to_string(listener_->port()));
+}
 
-  // Connect forward first: the kernel completes a connection into the peer's listen backlog before
-  // the peer calls accept(), so every rank can connect, then accept, without waiting in a circle.
-  const std::string next = store.get_string("ring/tcp/" + std::to_string(next_rank_));
-  const size_t colon = next.rfind(':');
-  RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next_rank_, " published a malformed address '", next, "'");
-  next_host_ = next.substr(0, colon);
-  to_next_ = connect_to(next_host_, std::stoi(next.substr(colon + 1)), deadline,
-                        "ring: connecting to " + peer_name(next_rank_, next_host_));
-  send_token(to_next_, token, deadline);
-  const auto my_rank = static_cast<uint32_t>(rank);
-  to_next_.send_all(&my_rank, sizeof(my_rank), deadline, "ring: introducing rank " + std::to_string(rank));
-
+void TcpRecv::accept(Deadline deadline) {
   // Accept until the previous rank shows up with the right token; anything else is closed. Each
   // candidate gets a few seconds to introduce itself, not the whole setup deadline: a stray client
   // that connects and says nothing (a port scanner, a stuck process) must not hold up the real peer
   // queued behind it in the listen backlog.
   while (!from_prev_.valid()) {
-    Socket candidate =
-        listener.accept(deadline, "ring: waiting for rank " + std::to_string(prev_rank_) + " to connect");
+    Socket candidate = listener_->accept(deadline, "ring: waiting for rank " + std::to_string(prev_) + " to connect");
     const Deadline introduction = std::min(deadline, Clock::now() + kIntroductionLimit);
     uint32_t who = 0;
-    bool introduced = check_token(candidate, token, introduction);
+    bool introduced = check_token(candidate, token_, introduction);
     if (introduced) {
       try {
         candidate.recv_all(&who, sizeof(who), introduction, "ring: reading the connecting rank");
@@ -99,128 +78,146 @@ TcpLink::TcpLink(Store& store, int rank, int size, const std::string& master_add
         introduced = false;
       }
     }
-    if (introduced && who == static_cast<uint32_t>(prev_rank_)) {
+    if (introduced && who == static_cast<uint32_t>(prev_)) {
       const std::string peer = candidate.peer();
-      prev_host_ = peer.substr(0, peer.rfind(':'));  // "address:port": the port is an ephemeral one
+      prev_name_ = peer_name(prev_, peer.substr(0, peer.rfind(':')));  // "address:port", an ephemeral port
       from_prev_ = std::move(candidate);
     } else {
       std::fprintf(stderr,
                    "ring: rank %d closed a connection from %s that did not introduce itself as rank %d with "
                    "this job's token within %lld ms\n",
-                   rank, candidate.peer().c_str(), prev_rank_, static_cast<long long>(kIntroductionLimit.count()));
+                   rank_, candidate.peer().c_str(), prev_, static_cast<long long>(kIntroductionLimit.count()));
     }
   }
-  for (Socket* s : {&to_next_, &from_prev_}) {
-    s->set_nodelay();
-    s->set_buffer_sizes(kSocketBufferBytes);
-    s->set_nonblocking(true);
-  }
+  listener_.reset();  // nobody else may connect
+  from_prev_.set_nodelay();
+  from_prev_.set_buffer_sizes(kSocketBufferBytes);
+  from_prev_.set_nonblocking(true);
   scratch_.resize(kScratchBytes);
 }
 
-void TcpLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                       size_t recv_bytes, const OnReceived& on_received, Deadline deadline) {
-  const MessageHeader out_header{send_tag, send_bytes};
-  MessageHeader in_header{};
-  // Progress counters run over header + payload, one stream per direction.
-  const size_t send_total = send_bytes ? sizeof(MessageHeader) + send_bytes : 0;
-  const size_t recv_total = recv_bytes ? sizeof(MessageHeader) + recv_bytes : 0;
-  size_t sent = 0, received = 0;
-  size_t scratch_fill = 0, scratch_offset = 0;  // payload bytes in scratch_, and where they start
-  const std::string next = peer_name(next_rank_, next_host_), prev = peer_name(prev_rank_, prev_host_);
-  const std::string to_next = "ring: sending to " + next, from_prev = "ring: receiving from " + prev;
-
-  send_at_boundary_ = true;  // nothing of this message has gone out yet
-  while (sent < send_total || received < recv_total) {
-    pollfd fds[2];
-    int count = 0, send_slot = -1, recv_slot = -1;
-    if (sent < send_total) {
-      fds[count] = {to_next_.fd(), POLLOUT, 0};
-      send_slot = count++;
-    }
-    if (received < recv_total) {
-      fds[count] = {from_prev_.fd(), POLLIN, 0};
-      recv_slot = count++;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      throw Error(
-          detail::str("ring: timed out at ", describe_tag(recv_total > received ? recv_tag : send_tag), " ",
-                      received < recv_total ? "waiting for data from " + prev : "waiting for " + next + " to take data",
-                      " (", received, "/", recv_total, " bytes in, ", sent, "/", send_total, " out)"));
-    }
-    if (::poll(fds, static_cast<nfds_t>(count), static_cast<int>(std::min<long long>(left, 100))) < 0) {
-      if (errno == EINTR) continue;
-      throw Error(detail::str("ring: poll failed: ", std::strerror(errno)));
-    }
-    if (send_slot >= 0 && fds[send_slot].revents) {
-      // The header goes first; both come out of one stream position.
-      if (sent < sizeof(MessageHeader)) {
-        sent += to_next_.send_some(reinterpret_cast<const uint8_t*>(&out_header) + sent, sizeof(MessageHeader) - sent,
-                                   to_next);
-        send_at_boundary_ = sent == 0;
-      } else {
-        const size_t at = sent - sizeof(MessageHeader);
-        sent += to_next_.send_some(static_cast<const uint8_t*>(send) + at, send_bytes - at, to_next);
-        send_at_boundary_ = sent == send_total;
-      }
-    }
-    if (recv_slot >= 0 && fds[recv_slot].revents) {
-      if (received < sizeof(MessageHeader)) {
-        received += from_prev_.recv_some(reinterpret_cast<uint8_t*>(&in_header) + received,
-                                         sizeof(MessageHeader) - received, from_prev);
-        if (received == sizeof(MessageHeader) && in_header.tag == kAbortTag) {
-          std::string reason(std::min(in_header.bytes, kMaxAbortReason), '\0');
-          from_prev_.recv_all(reason.data(), reason.size(), deadline_in(std::chrono::seconds(1)), from_prev);
-          throw Error(detail::str("ring: ", prev, " aborted (", reason, ") during ", describe_tag(recv_tag)));
-        }
-        if (received == sizeof(MessageHeader)) {
-          RINGGRAD_CHECK(in_header.tag == recv_tag && in_header.bytes == recv_bytes, "ring: ", prev, " sent ",
-                         in_header.bytes, " bytes for ", describe_tag(in_header.tag), ", but this rank (", rank_,
-                         ") expected ", recv_bytes, " bytes for ", describe_tag(recv_tag),
-                         " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
-        }
-      } else if (recv_into != nullptr) {
-        const size_t at = received - sizeof(MessageHeader);
-        const size_t got = from_prev_.recv_some(static_cast<uint8_t*>(recv_into) + at, recv_bytes - at, from_prev);
-        received += got;
-        if (on_received && got) on_received(static_cast<const uint8_t*>(recv_into) + at, at, got);
-      } else {
-        const size_t at = received - sizeof(MessageHeader);
-        const size_t room = std::min(scratch_.size() - scratch_fill, recv_bytes - at);
-        const size_t got = from_prev_.recv_some(scratch_.data() + scratch_fill, room, from_prev);
-        received += got;
-        scratch_fill += got;
-        // Hand over whole pieces (whole elements: the pieces are a multiple of every element size).
-        if (scratch_fill == scratch_.size() || received == recv_total) {
-          on_received(scratch_.data(), scratch_offset, scratch_fill);
-          scratch_offset += scratch_fill;
-          scratch_fill = 0;
-        }
-      }
-    }
-  }
+void TcpRecv::begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) {
+  tag_ = tag;
+  into_ = static_cast<uint8_t*>(into);
+  bytes_ = bytes;
+  total_ = sizeof(TcpMessageHeader) + bytes;
+  received_ = scratch_fill_ = scratch_offset_ = 0;
+  on_received_ = on_received;
 }
 
-void TcpLink::abort(const std::string& reason) {
+bool TcpRecv::progress() {
+  const std::string what = "ring: receiving from " + prev_name_;
+  if (received_ < sizeof(TcpMessageHeader)) {
+    const size_t got = from_prev_.recv_some(reinterpret_cast<uint8_t*>(&header_) + received_,
+                                            sizeof(TcpMessageHeader) - received_, what);
+    received_ += got;
+    if (received_ == sizeof(TcpMessageHeader) && header_.tag == kAbortTag) {
+      std::string reason(std::min(header_.bytes, kMaxAbortReason), '\0');
+      from_prev_.recv_all(reason.data(), reason.size(), deadline_in(std::chrono::seconds(1)), what);
+      throw Error(detail::str("ring: ", prev_name_, " aborted (", reason, ") during ", describe_tag(tag_)));
+    }
+    if (received_ == sizeof(TcpMessageHeader)) {
+      RINGGRAD_CHECK(header_.tag == tag_ && header_.bytes == bytes_, "ring: ", prev_name_, " sent ", header_.bytes,
+                     " bytes for ", describe_tag(header_.tag), ", but this rank (", rank_, ") expected ", bytes_,
+                     " bytes for ", describe_tag(tag_),
+                     " -- do all ranks run the same collectives, in the same order, on tensors of the same size?");
+    }
+    return got > 0;
+  }
+  const size_t at = received_ - sizeof(TcpMessageHeader);
+  if (into_ != nullptr) {
+    const size_t got = from_prev_.recv_some(into_ + at, bytes_ - at, what);
+    received_ += got;
+    if (on_received_ != nullptr && got > 0) (*on_received_)(into_ + at, at, got);
+    return got > 0;
+  }
+  const size_t room = std::min(scratch_.size() - scratch_fill_, bytes_ - at);
+  const size_t got = from_prev_.recv_some(scratch_.data() + scratch_fill_, room, what);
+  received_ += got;
+  scratch_fill_ += got;
+  // Hand over whole pieces (whole elements: the pieces are a multiple of every element size).
+  if (scratch_fill_ > 0 && (scratch_fill_ == scratch_.size() || received_ == total_)) {
+    (*on_received_)(scratch_.data(), scratch_offset_, scratch_fill_);
+    scratch_offset_ += scratch_fill_;
+    scratch_fill_ = 0;
+  }
+  return got > 0;
+}
+
+void TcpRecv::check(Deadline deadline, bool busy) {
+  if (!busy || Clock::now() < deadline) return;
+  throw Error(detail::str("ring: timed out at ", describe_tag(tag_), " waiting for data from ", prev_name_, " (",
+                          received_, "/", total_, " bytes in)"));
+}
+
+void TcpRecv::abort(const std::string& reason) {
+  (void)reason;  // said forward, by the sending half; this one just hangs up
+  // Shutting the connection down makes the previous rank's next write fail at once, so it reports
+  // this rank instead of waiting for its deadline.
+  if (from_prev_.valid()) ::shutdown(from_prev_.fd(), SHUT_RDWR);
+}
+
+// ---- sending -------------------------------------------------------------------------------------
+
+TcpSend::TcpSend(Store& store, int rank, int next, Deadline deadline) : next_name_(peer_name(next, "")) {
+  // The next rank's listener is up before it publishes it, and the kernel completes a connection
+  // into its backlog before it calls accept(), so connecting never waits for the next rank's own
+  // connecting: no rank waits in a circle.
+  const std::string address = store.get_string("ring/tcp/" + std::to_string(next));
+  const size_t colon = address.rfind(':');
+  RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next, " published a malformed address '", address, "'");
+  next_name_ = peer_name(next, address.substr(0, colon));
+  to_next_ = connect_to(address.substr(0, colon), std::stoi(address.substr(colon + 1)), deadline,
+                        "ring: connecting to " + next_name_);
+  send_token(to_next_, job_token(), deadline);
+  const auto my_rank = static_cast<uint32_t>(rank);
+  to_next_.send_all(&my_rank, sizeof(my_rank), deadline, "ring: introducing rank " + std::to_string(rank));
+  to_next_.set_nodelay();
+  to_next_.set_buffer_sizes(kSocketBufferBytes);
+  to_next_.set_nonblocking(true);
+}
+
+void TcpSend::begin(uint64_t tag, const void* data, size_t bytes) {
+  header_ = {tag, bytes};
+  data_ = static_cast<const uint8_t*>(data);
+  bytes_ = bytes;
+  total_ = sizeof(TcpMessageHeader) + bytes;
+  sent_ = 0;
+}
+
+bool TcpSend::progress() {
+  const std::string what = "ring: sending to " + next_name_;
+  // The header goes first; both come out of one stream position.
+  const size_t moved = sent_ < sizeof(TcpMessageHeader)
+                           ? to_next_.send_some(reinterpret_cast<const uint8_t*>(&header_) + sent_,
+                                                sizeof(TcpMessageHeader) - sent_, what)
+                           : to_next_.send_some(data_ + (sent_ - sizeof(TcpMessageHeader)), total_ - sent_, what);
+  sent_ += moved;
+  return moved > 0;
+}
+
+void TcpSend::check(Deadline deadline, bool busy) {
+  if (!busy || Clock::now() < deadline) return;
+  throw Error(detail::str("ring: timed out at ", describe_tag(header_.tag), " waiting for ", next_name_,
+                          " to take data (", sent_, "/", total_, " bytes out)"));
+}
+
+void TcpSend::abort(const std::string& reason) {
   // If the stream to the next rank sits between two messages, say why we stop: the next rank reads
   // it where it expects a header and reports the cause. (Mid-message it would read as data, so then
   // it is not sent, and the next rank sees only the closed connection.) Best effort, 100 ms at most.
-  if (send_at_boundary_ && to_next_.valid()) {
+  if (to_next_.valid() && (sent_ == 0 || sent_ == total_)) {
     try {
       const std::string text = reason.substr(0, kMaxAbortReason);
-      const MessageHeader header{kAbortTag, text.size()};
+      const TcpMessageHeader header{kAbortTag, text.size()};
       const Deadline soon = deadline_in(std::chrono::milliseconds(100));
-      const std::string telling = "ring: telling " + peer_name(next_rank_, next_host_);
+      const std::string telling = "ring: telling " + next_name_;
       to_next_.send_all(&header, sizeof(header), soon, telling);
       to_next_.send_all(text.data(), text.size(), soon, telling);
     } catch (const std::exception&) {
     }
   }
-  // Shutting both connections down makes the neighbours' next read or write fail at once, so they
-  // report this rank instead of waiting for their deadline.
   if (to_next_.valid()) ::shutdown(to_next_.fd(), SHUT_RDWR);
-  if (from_prev_.valid()) ::shutdown(from_prev_.fd(), SHUT_RDWR);
 }
 
 }  // namespace parallel

@@ -1,14 +1,17 @@
-// parallel/ring/tcp_link.h: the ring over TCP -- works between machines.
+// parallel/ring/tcp_link.h: the ring's halves over TCP -- neighbours on other hosts.
 //
-// Each rank listens on an ephemeral port of the interface that reaches MASTER_ADDR, publishes
-// "address:port" in the store, connects to the next rank and accepts the previous one. The two
-// connections are separate, so sending forward and receiving from behind never wait for each
-// other (with two ranks, next and previous are the same process, over two connections).
+// The receiving half listens on an ephemeral port of the interface that reaches MASTER_ADDR and
+// publishes "address:port" in the store; the sending half connects to the next rank's and presents
+// the job token and its rank; the receiving half accepts the previous rank's connection and checks
+// both. The two connections are separate, so sending forward and receiving from behind never wait
+// for each other (with two ranks, next and previous are the same process, over two connections).
 // TCP_NODELAY keeps small messages from waiting for Nagle's timer; 4 MiB socket buffers keep a
-// large transfer streaming while the receiver is busy reducing.
+// large transfer streaming while the receiver is busy reducing. Every message starts with a header
+// (tag, length); a header with the abort tag carries, instead, the reason a neighbour gave up.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,21 +22,57 @@
 namespace ringgrad {
 namespace parallel {
 
-class TcpLink final : public RingLink {
+// Every message starts with this header, so the receiver can check it belongs to the step it is in.
+struct TcpMessageHeader {
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+class TcpRecv final : public RecvHalf {
  public:
-  // Rendezvous through the store; every rank of the group calls it at the same time.
-  TcpLink(Store& store, int rank, int size, const std::string& master_addr, Deadline deadline);
+  // Listens, and publishes where, for the previous rank.
+  TcpRecv(Store& store, int rank, int prev, const std::string& master_addr);
   const char* name() const override { return "tcp"; }
-  void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                size_t recv_bytes, const OnReceived& on_received, Deadline deadline) override;
+  void begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) override;
+  bool progress() override;
+  bool done() const override { return received_ == total_; }
+  int poll_fd() const override { return from_prev_.fd(); }
+  void check(Deadline deadline, bool busy) override;
+  void abort(const std::string& reason) override;
+  void accept(Deadline deadline) override;  // until the previous rank connects with the job's token
+
+ private:
+  int rank_, prev_;
+  std::string prev_name_;  // "rank 3 at 10.0.0.2", for messages
+  std::string token_;
+  std::optional<Listener> listener_;  // until accept()
+  Socket from_prev_;
+  std::vector<uint8_t> scratch_;  // received pieces when the caller gives no destination
+  TcpMessageHeader header_{};
+  uint64_t tag_ = 0;
+  uint8_t* into_ = nullptr;
+  size_t bytes_ = 0, total_ = 0, received_ = 0;  // header + payload
+  size_t scratch_fill_ = 0, scratch_offset_ = 0;
+  const OnReceived* on_received_ = nullptr;
+};
+
+class TcpSend final : public SendHalf {
+ public:
+  TcpSend(Store& store, int rank, int next, Deadline deadline);  // connects to next's listener, as `rank`
+  const char* name() const override { return "tcp"; }
+  void begin(uint64_t tag, const void* data, size_t bytes) override;
+  bool progress() override;
+  bool done() const override { return sent_ == total_; }
+  int poll_fd() const override { return to_next_.fd(); }
+  void check(Deadline deadline, bool busy) override;
   void abort(const std::string& reason) override;
 
  private:
-  int rank_, next_rank_, prev_rank_;
-  std::string next_host_, prev_host_;  // the neighbours' addresses, for messages
-  Socket to_next_, from_prev_;
-  std::vector<uint8_t> scratch_;  // received pieces when the caller gives no destination
-  bool send_at_boundary_ = true;  // the stream to next_rank_ is between two messages
+  std::string next_name_;  // "rank 3 at 10.0.0.2", for messages
+  Socket to_next_;
+  TcpMessageHeader header_{};
+  const uint8_t* data_ = nullptr;
+  size_t bytes_ = 0, total_ = 0, sent_ = 0;  // header + payload
 };
 
 // The local address this host uses to reach `host` (the interface a peer can reach us on).

@@ -3,8 +3,16 @@
 # (CTest label `multihost`, see CMakeLists.txt here). Each emulated host runs one ringrun, as a real
 # machine would: `ringrun --nnodes H --node-rank h --master-addr <host 0> ...`.
 #
-#   collectives    every collective of the ring, exact, across the hosts
+#   collectives    every collective of the ring, exact, across the hosts; shared memory between a
+#                  host's ranks and TCP between hosts, in one ring
+#   interleaved    the same with rank r on host r % H (Slurm's cyclic placement), started without
+#                  ringrun: the ring still goes host by host
 #   ddp            DDP (SGD and AdamW, float64) reproduces one process training on the global batch
+#   gloo           every collective on the gloo backend (BACKEND=gloo), across the hosts
+#   torchrun       the collectives under torchrun (TORCHRUN_PYTHON), one per host, its own rendezvous
+#   mpirun         the collectives under Open MPI's mpirun (MPIRUN), started once on host 0, which
+#                  reaches the other hosts through netns_rsh_agent.sh; ranks placed round-robin
+#                  (--map-by node), so the ring is reordered host by host
 #   link_down      host 1's cable is unplugged in the middle of a stream of all-reduces
 #   host_killed    host 1's ringrun is killed with SIGKILL (its ranks go with it)
 #   rank_stopped   the last rank, on the last host, stops itself (SIGSTOP) mid-stream
@@ -85,9 +93,16 @@ check_nothing_left() {
     ((SECONDS < deadline)) || fail "processes left behind in the namespaces: $(echo $left)"
     sleep 0.1
   done
-  local shm_after
-  shm_after="$(ls /dev/shm | grep '^ringgrad-' | sort || true)"
-  [[ "$shm_after" == "$shm_before" ]] || fail "shared memory left behind: $(comm -13 <(echo "$shm_before") <(echo "$shm_after"))"
+  # Segments are named only while a ring connects, and tests running beside this one connect rings
+  # too: a new name must be gone within a few seconds, a leaked one never is.
+  local new
+  deadline=$((SECONDS + 5))
+  while :; do
+    new="$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^ringgrad-' | sort || true))"
+    [[ -z "$new" ]] && break
+    ((SECONDS < deadline)) || fail "shared memory left behind: $new"
+    sleep 0.1
+  done
 }
 
 # The fault scenarios' common checks. Each host that is left reports the failure: a rank there failed
@@ -122,10 +137,43 @@ case "$scenario" in
     for ((h = 0; h < nhosts; h++)); do ((statuses[h] == 0)) || fail "host $h's ringrun exited ${statuses[h]}"; done
     for ((r = 0; r < world; r++)); do
       grep -q "^\[rank $r\] rank $r: ok$" "$logs"/host*.log || fail "rank $r did not say ok"
-      grep -q "^\[rank $r\] rank $r transport tcp$" "$logs"/host*.log || fail "rank $r did not use TCP between hosts"
+      # One rank per host: TCP both ways. Else the first and last rank of a host have one link of
+      # each kind, and the ranks between them shared memory both ways.
+      local_rank=$((r % nproc))
+      want=shm
+      ((nproc == 1)) && want=tcp
+      ((nproc > 1 && (local_rank == 0 || local_rank == nproc - 1))) && want=shm+tcp
+      grep -q "^\[rank $r\] rank $r transport $want$" "$logs"/host*.log ||
+        fail "rank $r: expected transport $want, got: $(grep -h "^\[rank $r\] rank $r transport" "$logs"/host*.log)"
     done
     check_nothing_left
     echo "ok (collectives): $world ranks on $nhosts hosts, every collective exact"
+    ;;
+  interleaved)
+    # Rank r on host r % H, each started by hand with the variables a launcher would set.
+    pids=()
+    for ((r = 0; r < world; r++)); do
+      h=$((r % nhosts))
+      ip netns exec "${hosts[h]}" env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r / nhosts)) \
+        LOCAL_WORLD_SIZE=$nproc MASTER_ADDR="${addrs[0]}" MASTER_PORT=29500 RINGGRAD_TIMEOUT=60 \
+        "$DIST_WORKER" collectives >"$logs/rank$r.log" 2>&1 &
+      pids+=($!)
+    done
+    for ((r = 0; r < world; r++)); do
+      wait "${pids[r]}" || fail "rank $r exited $?"
+    done
+    # Host by host: host 0's ranks (0, H, 2H, ...), then host 1's, ...
+    want=""
+    for ((h = 0; h < nhosts; h++)); do
+      for ((r = h; r < world; r += nhosts)); do want+=" $r"; done
+    done
+    for ((r = 0; r < world; r++)); do
+      grep -q "^rank $r: ok$" "$logs/rank$r.log" || fail "rank $r did not say ok"
+      grep -q "^rank $r ring order$want$" "$logs/rank$r.log" ||
+        fail "rank $r: expected ring order$want, got: $(grep -h 'ring order' "$logs/rank$r.log")"
+    done
+    check_nothing_left
+    echo "ok (interleaved): rank r on host r % $nhosts, ring order$want, every collective exact"
     ;;
   ddp)
     start=$SECONDS
@@ -139,6 +187,55 @@ case "$scenario" in
     done
     check_nothing_left
     echo "ok (ddp): $world ranks on $nhosts hosts train as one process on the global batch"
+    ;;
+  gloo)
+    start=$SECONDS
+    BACKEND=gloo start_job 60 "$DIST_WORKER" collectives
+    finish_job "$start"
+    for ((h = 0; h < nhosts; h++)); do ((statuses[h] == 0)) || fail "host $h's ringrun exited ${statuses[h]}"; done
+    for ((r = 0; r < world; r++)); do
+      grep -q "^\[rank $r\] rank $r: ok$" "$logs"/host*.log || fail "rank $r did not say ok"
+      grep -q "^\[rank $r\] rank $r transport gloo$" "$logs"/host*.log || fail "rank $r did not run on gloo"
+    done
+    check_nothing_left
+    echo "ok (gloo): $world ranks on $nhosts hosts, every collective exact on the gloo backend"
+    ;;
+  torchrun)
+    # torchrun's default (static) rendezvous: its agent on host 0 serves a TCPStore on the master
+    # port, and ringgrad's store takes the next one. --redirects/--tee: see tests/parallel/test_ring.cpp.
+    pids=()
+    for ((h = 0; h < nhosts; h++)); do
+      ip netns exec "${hosts[h]}" "${TORCHRUN_PYTHON:?}" -m torch.distributed.run --nnodes "$nhosts" --node_rank "$h" \
+        --nproc_per_node "$nproc" --master_addr "${addrs[0]}" --master_port 29400 --redirects 1 --tee 1 \
+        --log_dir "$logs/torchrun$h" --no_python "$DIST_WORKER" collectives >"$logs/host$h.log" 2>&1 &
+      pids+=($!)
+    done
+    for ((h = 0; h < nhosts; h++)); do wait "${pids[h]}" || fail "torchrun on host $h exited $?"; done
+    for ((r = 0; r < world; r++)); do
+      grep -q "rank $r: ok$" "$logs"/host*.log || fail "rank $r did not say ok"
+    done
+    grep -q "uses port 29401" "$logs/host0.log" || fail "ringgrad's store did not take the port after the agent's"
+    check_nothing_left
+    echo "ok (torchrun): $world ranks on $nhosts hosts under torchrun's own rendezvous, every collective exact"
+    ;;
+  mpirun)
+    host_list=""
+    for a in "${addrs[@]}"; do host_list+="${host_list:+,}$a:$nproc"; done
+    ip netns exec "${hosts[0]}" "${MPIRUN:?}" --allow-run-as-root --oversubscribe --host "$host_list" -np "$world" \
+      --map-by node --mca plm_rsh_agent "$(dirname "${BASH_SOURCE[0]}")/netns_rsh_agent.sh" \
+      --mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 \
+      -x MASTER_ADDR="${addrs[0]}" -x MASTER_PORT=29500 -x RINGGRAD_JOB_TOKEN -x RINGGRAD_CLUSTER_HOSTS \
+      "$DIST_WORKER" collectives >"$logs/mpirun.log" 2>&1 || fail "mpirun exited $?"
+    want=""  # --map-by node: rank r on host r % H, so the ring goes 0, H, 2H, ..., 1, H+1, ...
+    for ((h = 0; h < nhosts; h++)); do
+      for ((r = h; r < world; r += nhosts)); do want+=" $r"; done
+    done
+    for ((r = 0; r < world; r++)); do
+      grep -q "rank $r: ok$" "$logs/mpirun.log" || fail "rank $r did not say ok"
+      grep -q "rank $r ring order$want$" "$logs/mpirun.log" || fail "rank $r: expected ring order$want"
+    done
+    check_nothing_left
+    echo "ok (mpirun): $world ranks on $nhosts hosts under mpirun, placed round-robin, ring order$want"
     ;;
   link_down)
     start_job "$timeout_s" "$DIST_WORKER" stream

@@ -92,7 +92,7 @@ TEST_CASE("read_launch_info: a missing or invalid variable says which, and how t
     CHECK_ERROR(read_launch_info({}), "MASTER_PORT", "1..65535", "70000");
   }
   ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
-  CHECK_ERROR(parallel::init_process_group("gloo"), "backend", "ring", "nccl", "gloo");
+  CHECK_ERROR(parallel::init_process_group("mpi"), "backend", "ring", "nccl", "mpi");
 }
 
 namespace {

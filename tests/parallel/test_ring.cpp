@@ -12,7 +12,9 @@
 #include <iterator>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "parallel/ring/ring_order.h"
 #include "parallel/socket.h"
 #include "spawn_ranks.h"
 
@@ -286,3 +288,25 @@ TEST_CASE("ring: a job started by torchrun, whose agent holds MASTER_PORT, meets
   CHECK(output.find("uses port " + std::to_string(port + 1)) != std::string::npos);
 }
 #endif
+
+TEST_CASE("ring: the ring goes host by host, shared memory inside a host and TCP between hosts", "[ring]") {
+  using ringgrad::parallel::ring_neighbours;
+  using ringgrad::parallel::ring_order;
+  // Ranks numbered host by host keep rank order; a cyclic placement (rank r on host r % 2) does not.
+  CHECK(ring_order({"a", "a", "b", "b"}) == std::vector<int>{0, 1, 2, 3});
+  CHECK(ring_order({"a", "b", "a", "b"}) == std::vector<int>{0, 2, 1, 3});
+  CHECK(ring_order({"b", "a", "c", "a", "b", "c"}) == std::vector<int>{0, 4, 1, 3, 2, 5});
+  CHECK(ring_order({"x"}) == std::vector<int>{0});
+
+  const std::vector<std::string> hosts = {"a", "b", "a", "b", "a"};
+  const std::vector<int> order = ring_order(hosts);  // 0 2 4 | 1 3
+  REQUIRE(order == std::vector<int>{0, 2, 4, 1, 3});
+  const auto middle = ring_neighbours(order, hosts, 2, "auto");  // between two ranks of its host
+  CHECK((middle.prev == 0 && middle.next == 4 && middle.from_prev == "shm" && middle.to_next == "shm"));
+  const auto end = ring_neighbours(order, hosts, 4, "auto");  // the last of host a, then host b
+  CHECK((end.prev == 2 && end.next == 1 && end.from_prev == "shm" && end.to_next == "tcp"));
+  const auto wrap = ring_neighbours(order, hosts, 0, "auto");  // the ring closes from host b to a
+  CHECK((wrap.prev == 3 && wrap.next == 2 && wrap.from_prev == "tcp" && wrap.to_next == "shm"));
+  const auto forced = ring_neighbours(order, hosts, 4, "tcp");
+  CHECK((forced.from_prev == "tcp" && forced.to_next == "tcp"));
+}

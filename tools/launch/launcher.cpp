@@ -235,10 +235,10 @@ class Job {
       default_action.sa_handler = SIG_DFL;
       sigaction(SIGPIPE, &default_action, nullptr);
       sigaction(SIGCHLD, &default_action, nullptr);
-      for (size_t i = 0; i < kHandledCount; ++i) {
+      for (const HandledSignal& handled : kHandledSignals) {
         struct sigaction current {};
-        sigaction(kHandledSignals[i].signo, nullptr, &current);
-        if (current.sa_handler != SIG_IGN) sigaction(kHandledSignals[i].signo, &default_action, nullptr);
+        sigaction(handled.signo, nullptr, &current);
+        if (current.sa_handler != SIG_IGN) sigaction(handled.signo, &default_action, nullptr);
       }
       pthread_sigmask(SIG_SETMASK, rank_mask_, nullptr);  // the caller's, not ours: see SignalScope
       execvpe(argv[0], argv.data(), envp.data());

@@ -2,7 +2,8 @@
 //
 //   RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p ringgrad_dist_worker SCENARIO [TRANSPORT]
 //
-// Each scenario runs collectives through init_process_group("ring") and checks the results against
+// Each scenario runs collectives through init_process_group("ring") -- or the backend named by BACKEND
+// ("gloo" say; default "ring") -- and checks the results against
 // answers computed directly; it prints "ok" and exits 0, or prints what differed and exits 1. A
 // collective that fails with an error exits 3 after printing "error: <message>", which the
 // fault-injection tests expect from the survivors.
@@ -10,6 +11,7 @@
 
 #include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
+#include "parallel/ring/shm_link.h"
 #include "parallel/socket.h"
 #include <ringgrad/parallel/store.h>
 
@@ -188,6 +190,8 @@ std::shared_ptr<parallel::ProcessGroup> ring_behind_a_silent_client(int rank, in
                                                         .timeout(std::chrono::milliseconds(timeout_ms))
                                                         .token(parallel::job_token()));
   parallel::rendezvous(*store, {rank, world, address, ""}, std::chrono::milliseconds(timeout_ms));
+  // Rank 0 publishes its listener once it knows every rank's host (the ring's order depends on them).
+  store->set("ring/host/" + std::to_string(rank), parallel::host_identity());
   const std::string listener = store->get_string("ring/tcp/0");
   const size_t colon = listener.rfind(':');
   auto socket = std::make_shared<parallel::Socket>(
@@ -209,6 +213,7 @@ int main(int argc, char** argv) {
   const std::string transport = argc > 2 ? argv[2] : "auto";
   int rank = std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");  // until the group says (mpirun sets no RANK)
   const int victim = std::getenv("VICTIM") ? std::atoi(std::getenv("VICTIM")) : 1;
+  const std::string backend = std::getenv("BACKEND") ? std::getenv("BACKEND") : "ring";
   const int timeout_ms = std::getenv("TIMEOUT_MS") ? std::atoi(std::getenv("TIMEOUT_MS")) : 30000;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed_ms = [&start] {
@@ -234,10 +239,16 @@ int main(int argc, char** argv) {
     const bool behind_intruder = scenario == "intruder" && rank == victim;
     auto pg = behind_intruder
                   ? ring_behind_a_silent_client(rank, std::atoi(std::getenv("WORLD_SIZE")), timeout_ms, intruder)
-                  : parallel::init_process_group("ring", options);
+                  : parallel::init_process_group(backend, options);
     rank = pg->rank();
-    const auto ring = std::static_pointer_cast<parallel::RingProcessGroup>(pg);
-    std::printf("rank %d transport %s\n", rank, ring->transport_name());
+    // The ring's transport; another backend's name ("transport gloo").
+    const auto ring = std::dynamic_pointer_cast<parallel::RingProcessGroup>(pg);
+    std::printf("rank %d transport %s\n", rank, ring ? ring->transport_name() : pg->backend_name());
+    if (ring) {  // the ranks in ring order (host by host)
+      std::string order;
+      for (const int r : ring->ring_order()) order += " " + std::to_string(r);
+      std::printf("rank %d ring order%s\n", rank, order.c_str());
+    }
     if (scenario == "collectives") {
       collectives(*pg);
     } else if (scenario == "determinism") {
