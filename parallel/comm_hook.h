@@ -53,7 +53,9 @@ CommHook bf16_compress_hook();
 CommHook comm_hook_named(const std::string& name);
 
 /// A Work that runs `then` once `inner` has finished without an error, before its own wait()
-/// returns: how a hook does something after its collective (a cast back, a division).
+/// returns: how a hook does something after its collective (a cast back, a division). The
+/// continuation runs in the first wait(), on the waiting thread; is_completed() says that the
+/// collective has finished, so read the bucket only after wait() (as DDP does).
 std::shared_ptr<Work> then(std::shared_ptr<Work> inner, std::function<void()> then);
 
 }  // namespace parallel

@@ -43,8 +43,9 @@ if ! [[ "$hosts" =~ ^[0-9]+$ ]] || ((hosts < 2 || hosts > 32)); then
   echo "cluster.sh: --hosts: expected 2 to 32, got '$hosts'" >&2
   exit 2
 fi
-if [[ -n "$link_gbit" ]] && ! [[ "$link_gbit" =~ ^[0-9]+(\.[0-9]+)?$ && "$link_gbit" != 0 ]]; then
-  echo "cluster.sh: --link-gbit: expected a positive number of Gbit/s, got '$link_gbit'" >&2
+if [[ -n "$link_gbit" ]] && ! { [[ "$link_gbit" =~ ^[0-9]+(\.[0-9]+)?$ ]] &&
+  awk -v g="$link_gbit" 'BEGIN { exit !(g >= 0.001) }'; }; then
+  echo "cluster.sh: --link-gbit: expected a number of Gbit/s, at least 0.001, got '$link_gbit'" >&2
   exit 2
 fi
 if [[ $# -eq 0 ]]; then
@@ -73,10 +74,11 @@ remove_namespace() {
   ip netns del "$ns" 2>/dev/null || true
 }
 
-# Leftovers of runs that are gone (killed with SIGKILL): their pid no longer runs this script.
+# Leftovers of runs that are gone (killed with SIGKILL): their pid no longer runs this script, or it
+# is this run's own pid, reused (this run has made nothing yet).
 owner_gone() {
   local pid="$1"
-  [[ ! -r "/proc/$pid/cmdline" ]] || ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'cluster\.sh'
+  [[ "$pid" == "$$" || ! -r "/proc/$pid/cmdline" ]] || ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'cluster\.sh'
 }
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rg[0-9]+h[0-9]+$' || true); do
   pid="${ns#rg}"
@@ -94,9 +96,11 @@ bridge="${id}br"
 names=()
 addrs=()
 links=()
+child=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM HUP
+  if [[ -n "$child" ]]; then kill -TERM "$child" 2>/dev/null || true; fi
   for ns in "${names[@]}"; do remove_namespace "$ns"; done
   ip link del "$bridge" 2>/dev/null || true  # takes the cables' bridge ends with it
   exit "$status"
@@ -140,8 +144,13 @@ export RINGGRAD_CLUSTER_HOSTS="${names[*]}"
 export RINGGRAD_CLUSTER_ADDRS="${addrs[*]}"
 export RINGGRAD_CLUSTER_LINKS="${links[*]}"
 echo "cluster.sh: $hosts hosts (${addrs[*]}), links ${link_gbit:-unshaped}${link_gbit:+ Gbit/s}" >&2
+# In the background, so that a signal to this script acts at once (bash runs a trap only between
+# commands, and `wait` is interrupted by one): the trap ends COMMAND and removes the cluster.
 set +e
-"$@"
+"$@" &
+child=$!
+wait "$child"
 status=$?
+child=""
 set -e
 exit "$status"

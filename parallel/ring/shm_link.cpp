@@ -81,8 +81,10 @@ ShmChannel* map_channel(const std::string& name, bool create) {
                             " bytes: ", std::strerror(err), " (is /dev/shm large enough?)"));
   }
   void* memory = ::mmap(nullptr, sizeof(ShmChannel), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);  // the mapping keeps the memory alive
-  RINGGRAD_CHECK(memory != MAP_FAILED, "ring: mmap of '", name, "' failed: ", std::strerror(errno));
+  const int err = errno;
+  ::close(fd);                                                     // the mapping keeps the memory alive
+  if (memory == MAP_FAILED && create) ::shm_unlink(name.c_str());  // a name no one can use: gone
+  RINGGRAD_CHECK(memory != MAP_FAILED, "ring: mmap of '", name, "' failed: ", std::strerror(err));
   // A fresh segment is zero-filled, which is exactly head = tail = aborted = 0.
   return static_cast<ShmChannel*>(memory);
 }

@@ -90,6 +90,7 @@ void TcpRecv::accept(Deadline deadline) {
     }
   }
   listener_.reset();  // nobody else may connect
+  what_ = "ring: receiving from " + prev_name_;
   from_prev_.set_nodelay();
   from_prev_.set_buffer_sizes(kSocketBufferBytes);
   from_prev_.set_nonblocking(true);
@@ -106,7 +107,7 @@ void TcpRecv::begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on
 }
 
 bool TcpRecv::progress() {
-  const std::string what = "ring: receiving from " + prev_name_;
+  const std::string& what = what_;
   if (received_ < sizeof(TcpMessageHeader)) {
     const size_t got = from_prev_.recv_some(reinterpret_cast<uint8_t*>(&header_) + received_,
                                             sizeof(TcpMessageHeader) - received_, what);
@@ -175,6 +176,7 @@ TcpSend::TcpSend(Store& store, int rank, int next, Deadline deadline) : next_nam
   to_next_.set_nodelay();
   to_next_.set_buffer_sizes(kSocketBufferBytes);
   to_next_.set_nonblocking(true);
+  what_ = "ring: sending to " + next_name_;
 }
 
 void TcpSend::begin(uint64_t tag, const void* data, size_t bytes) {
@@ -186,7 +188,7 @@ void TcpSend::begin(uint64_t tag, const void* data, size_t bytes) {
 }
 
 bool TcpSend::progress() {
-  const std::string what = "ring: sending to " + next_name_;
+  const std::string& what = what_;
   // The header goes first; both come out of one stream position.
   const size_t moved = sent_ < sizeof(TcpMessageHeader)
                            ? to_next_.send_some(reinterpret_cast<const uint8_t*>(&header_) + sent_,

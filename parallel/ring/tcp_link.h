@@ -44,6 +44,7 @@ class TcpRecv final : public RecvHalf {
  private:
   int rank_, prev_;
   std::string prev_name_;  // "rank 3 at 10.0.0.2", for messages
+  std::string what_;       // "ring: receiving from rank 3 at 10.0.0.2", made once, not per call
   std::string token_;
   std::optional<Listener> listener_;  // until accept()
   Socket from_prev_;
@@ -69,6 +70,7 @@ class TcpSend final : public SendHalf {
 
  private:
   std::string next_name_;  // "rank 3 at 10.0.0.2", for messages
+  std::string what_;       // "ring: sending to rank 3 at 10.0.0.2"
   Socket to_next_;
   TcpMessageHeader header_{};
   const uint8_t* data_ = nullptr;

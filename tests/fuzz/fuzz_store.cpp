@@ -68,6 +68,20 @@ void check_alive(uint64_t iteration) {
   }
 }
 
+// A connect() that a signal interrupted (libFuzzer's SIGALRM, which checks for slow inputs every
+// second) goes on in the background: wait until the socket is writable, then ask how it ended.
+bool connect_finishes(int fd) {
+  if (errno != EINTR) return false;
+  pollfd p{fd, POLLOUT, 0};
+  while (::poll(&p, 1, 5000) < 0)
+    if (errno != EINTR) return false;
+  int error = 0;
+  socklen_t length = sizeof error;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return false;
+  errno = error;
+  return error == 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -81,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(store.port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && !connect_finishes(fd)) {
     std::perror("fuzz_store: connect to the server");
     std::abort();
   }

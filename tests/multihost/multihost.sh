@@ -88,7 +88,7 @@ check_nothing_left() {
   local deadline=$((SECONDS + 5)) left
   while :; do
     left=""
-    for ns in "${hosts[@]}"; do left+="$(ip netns pids "$ns")"; done
+    for ns in "${hosts[@]}"; do left+="$(ip netns pids "$ns" | tr '\n' ' ')"; done
     [[ -z "$left" ]] && break
     ((SECONDS < deadline)) || fail "processes left behind in the namespaces: $(echo $left)"
     sleep 0.1

@@ -205,7 +205,10 @@ class Job {
   // this launcher. That last one is PR_SET_PDEATHSIG, which only the child itself can set, between
   // fork and exec, so this is fork and exec rather than posix_spawn: a launcher killed by SIGKILL
   // (the OOM killer, a scheduler's hard stop, a test taking a host down) then takes its ranks with
-  // it, as a machine that goes down does, instead of leaving them running headless. The child runs
+  // it, as a machine that goes down does, instead of leaving them running headless. (The signal
+  // reaches the ranks themselves; processes a rank started are the rank's to stop, and orphans of a
+  // rank that is a wrapper script stay behind. A watchdog holding the process groups would close
+  // that gap.) The child runs
   // only async-signal-safe calls; a failed exec comes back through a close-on-exec pipe. Returns 0
   // or the errno of what failed.
   int spawn(pid_t& pid, const std::vector<char*>& argv, const std::vector<char*>& envp, int out_fd, int err_fd) {
@@ -227,6 +230,7 @@ class Job {
       setpgid(0, 0);
       const int in = open("/dev/null", O_RDONLY);
       if (in < 0 || dup2(in, 0) < 0) fail(errno);
+      if (in != 0) close(in);  // the rank gets it as its stdin only
       if ((out_fd >= 0 && dup2(out_fd, 1) < 0) || (err_fd >= 0 && dup2(err_fd, 2) < 0)) fail(errno);
       // exec resets caught signals to their default but keeps ignored ones ignored: SIGPIPE,
       // ignored here, must be the default again in the rank. The launcher's handlers go first, so
