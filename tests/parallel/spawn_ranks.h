@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -51,6 +53,38 @@ inline int free_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+// True when a listener could bind 127.0.0.1:port now.
+inline bool port_is_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // as ringgrad's Listener binds
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return free;
+}
+
+// A port P with P + 1 free too, for a job whose store takes the port after its launcher's (torchrun).
+// Below the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range), where free_port()'s
+// ports are: there any test's outgoing connection can take P + 1 between the check and its use,
+// here only a listener bound on purpose can.
+inline int free_port_pair() {
+  int ephemeral_low = 32768, ephemeral_high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low >> ephemeral_high;
+  const int low = 20000, high = std::max(low + 2, std::min(ephemeral_low, 32768) - 2);
+  uint64_t state = static_cast<uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int port = low + static_cast<int>((state >> 33) % static_cast<uint64_t>(high - low));
+    if (port_is_free(port) && port_is_free(port + 1)) return port;
+  }
+  return free_port();  // a crowded machine: the old way
 }
 
 inline JobResult spawn_ranks(int world, const std::string& program, const std::vector<std::string>& args,

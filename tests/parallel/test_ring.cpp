@@ -243,7 +243,7 @@ TEST_CASE("ring: without RINGGRAD_JOB_TOKEN rank 0 warns once that the job is no
 
 TEST_CASE("ring: under torchrun, whose agent holds MASTER_PORT, ringgrad's store takes the next port", "[ring]") {
   // The agent's store, played by a listener that is never answered; ringgrad must not even try it.
-  const ringgrad::parallel::Listener agent("127.0.0.1", 0);
+  const ringgrad::parallel::Listener agent("127.0.0.1", ringgrad::test::free_port_pair());
   const std::string port = std::to_string(agent.port());
   const JobResult job =
       spawn_ranks(2, kWorker, {"one", "auto"},
@@ -276,7 +276,7 @@ TEST_CASE("ring: a job started by torchrun, whose agent holds MASTER_PORT, meets
   // --redirects 1 --tee 1: torch 1.13's torchrun cannot parse its default "0" on Python 3.11 (enum
   // iteration changed), and a non-zero value avoids that path; the output still reaches us.
   const TempDir logs;
-  const int port = ringgrad::test::free_port();
+  const int port = ringgrad::test::free_port_pair();  // torchrun's agent takes it, ringgrad's store the next
   const LauncherRun run(std::string(RINGGRAD_TORCHRUN_PYTHON) +
                         " -m torch.distributed.run --nproc_per_node 2 --redirects 1 --tee 1 --log_dir " + logs.str() +
                         " --no_python --master_port " + std::to_string(port) + " " + kWorker + " one auto");
