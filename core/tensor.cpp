@@ -6,6 +6,7 @@
 
 #include <ringgrad/core/autograd/engine.h>
 #include <ringgrad/core/autograd/node.h>
+#include <ringgrad/core/base/fp16.h>
 #include "core/ops/op_utils.h"
 
 namespace ringgrad {
@@ -53,6 +54,7 @@ double Tensor::item() const {
       std::memcpy(&f, &wide, sizeof f);
       return f;
     }
+    case DType::f16: return fp16_to_float(*static_cast<const uint16_t*>(cpu.data()));
   }
   return 0.0;
 }

@@ -75,8 +75,9 @@ void add_flags(cli::FlagParser& flags, Args& a) {
   flags.add_string("--dp", &a.dp, "train with DataParallel over these devices, e.g. cpu:0,cpu:1")
       .metavar("DEV,DEV,...");
   flags.add_bool("--ddp", &a.ddp, "DistributedDataParallel: one process per device, started by ringrun");
-  flags.add_choice("--comm-hook", &a.comm_hook, {"none", "bf16"},
-                   "with --ddp, how gradients are sent: none, float32; bf16, bfloat16 (half the bytes)");
+  flags.add_choice("--comm-hook", &a.comm_hook, {"none", "bf16", "fp16"},
+                   "with --ddp, how gradients are sent: none, float32; bf16, bfloat16 (half the bytes); fp16, "
+                   "float16 (half the bytes, finer than bf16 but only up to 65504)");
   flags.add_int("--seed", &a.seed, "seed of the weights, dropout and data order");
   flags.add_string("--save", &a.save, "write a training checkpoint here after every epoch").metavar("PATH");
   flags.add_string("--resume", &a.resume, "continue the run saved in this checkpoint, with its flags").metavar("PATH");

@@ -16,7 +16,7 @@
 ///   static constexpr const char* name            the op in error messages ("gelu")
 ///   static constexpr const char* backward_name   its autograd node ("GeluBackward")
 /// @endcode
-/// T is the arithmetic type: float or double (bfloat16 is computed in float by the CUDA kernel). The
+/// T is the arithmetic type: float or double (bfloat16 and float16 are computed in float by the CUDA kernel). The
 /// formulas are written once for both backends, so CPU and GPU evaluate the same expression in the same
 /// order; they differ only where libm and CUDA's math library round a transcendental differently.
 #pragma once

@@ -51,8 +51,9 @@ std::string bounded(const std::string& s, size_t max_chars = kMaxQuotedChars) {
 std::string quoted(const json& j) { return bounded(j.dump()); }
 
 bool dtype_from_name(const std::string& name, DType* dtype) {
-  static const std::pair<const char*, DType> kNames[] = {
-      {"F32", DType::f32}, {"F64", DType::f64}, {"I64", DType::i64}, {"U8", DType::u8}, {"BF16", DType::bf16}};
+  static const std::pair<const char*, DType> kNames[] = {{"F32", DType::f32},   {"F64", DType::f64},
+                                                         {"I64", DType::i64},   {"U8", DType::u8},
+                                                         {"BF16", DType::bf16}, {"F16", DType::f16}};
   for (const auto& [n, dt] : kNames) {
     if (name == n) {
       *dtype = dt;
@@ -182,7 +183,8 @@ class Reader {
 
     if (!dtype->is_string()) fail("tensor '", shown, "': expected \"dtype\" to be a string, got ", quoted(*dtype));
     if (!dtype_from_name(dtype->get<std::string>(), &e.dtype))
-      fail("tensor '", shown, "': unsupported dtype ", quoted(*dtype), " (ringgrad reads F32, F64, I64, U8 and BF16)");
+      fail("tensor '", shown, "': unsupported dtype ", quoted(*dtype),
+           " (ringgrad reads F32, F64, I64, U8, BF16 and F16)");
 
     if (!shape->is_array()) fail("tensor '", shown, "': expected \"shape\" to be an array, got ", quoted(*shape));
     if (shape->size() > static_cast<size_t>(kMaxDims))
@@ -349,6 +351,7 @@ const char* safetensors_dtype_name(DType dtype) {
     case DType::i64: return "I64";
     case DType::u8: return "U8";
     case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
   }
   return "?";
 }

@@ -11,7 +11,7 @@
 ///   the rest  the raw little-endian bytes of every tensor, row-major; data_offsets count from here
 /// @endcode
 ///
-/// ringgrad reads and writes the dtypes it has: F32, F64, I64, U8 and BF16. The tensors must tile
+/// ringgrad reads and writes the dtypes it has: F32, F64, I64, U8, BF16 and F16. The tensors must tile
 /// the byte buffer exactly -- no gaps, no overlaps, nothing left over -- which is what the reference
 /// loader requires too.
 ///
@@ -48,7 +48,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
 /// file loaded).
 StateDict load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 
-/// The safetensors names of ringgrad's dtypes: "F32", "F64", "I64", "U8", "BF16".
+/// The safetensors names of ringgrad's dtypes: "F32", "F64", "I64", "U8", "BF16", "F16".
 const char* safetensors_dtype_name(DType dtype);
 
 }  // namespace nn

@@ -1,11 +1,13 @@
 // parallel/comm_hook.cpp: the built-in communication hooks, and Work::then.
 #include <ringgrad/parallel/comm_hook.h>
 
+#include <cstring>
 #include <mutex>
 #include <utility>
 
 #include <ringgrad/core/autograd/grad_mode.h>
 #include <ringgrad/core/base/bf16.h>
+#include <ringgrad/core/base/fp16.h>
 #include <ringgrad/core/ops.h>
 #include <ringgrad/core/base/error.h>
 
@@ -111,13 +113,79 @@ CommHook bf16_compress_hook() {
   };
 }
 
+namespace {
+
+// The bucket's values divided by the world size in float32 (float64 for a float64 bucket) and
+// rounded to float16 bits in `out` (host memory); and the float16 average back into the bucket.
+void narrow_to_fp16(const Tensor& from, const Tensor& out, int world) {
+  auto* bits = static_cast<uint16_t*>(out.data());
+  const int64_t n = from.numel();
+  if (from.dtype() == DType::f32) {
+    const auto* values = static_cast<const float*>(from.data());
+    const float scale = 1.0f / static_cast<float>(world);
+    for (int64_t i = 0; i < n; ++i) bits[i] = float_to_fp16(values[i] * scale);
+  } else if (from.dtype() == DType::f64) {
+    const auto* values = static_cast<const double*>(from.data());
+    const double scale = 1.0 / world;
+    for (int64_t i = 0; i < n; ++i) bits[i] = float_to_fp16(static_cast<float>(values[i] * scale));
+  } else {
+    const auto* values = static_cast<const uint16_t*>(from.data());
+    const float scale = 1.0f / static_cast<float>(world);
+    for (int64_t i = 0; i < n; ++i) bits[i] = float_to_fp16(fp16_to_float(values[i]) * scale);
+  }
+}
+void widen_from_fp16(const Tensor& from, const Tensor& out) {
+  const auto* bits = static_cast<const uint16_t*>(from.data());
+  const int64_t n = out.numel();
+  if (out.dtype() == DType::f32) {
+    auto* values = static_cast<float*>(out.data());
+    for (int64_t i = 0; i < n; ++i) values[i] = fp16_to_float(bits[i]);
+  } else if (out.dtype() == DType::f64) {
+    auto* values = static_cast<double*>(out.data());
+    for (int64_t i = 0; i < n; ++i) values[i] = fp16_to_float(bits[i]);
+  } else {
+    std::memcpy(out.data(), bits, static_cast<size_t>(n) * sizeof(uint16_t));
+  }
+}
+
+}  // namespace
+
+CommHook fp16_compress_hook() {
+  return [](ProcessGroup& group, GradBucket& bucket) -> std::shared_ptr<Work> {
+    const Tensor buffer = bucket.buffer;
+    RINGGRAD_CHECK(buffer.dtype() == DType::f32 || buffer.dtype() == DType::f64 || buffer.dtype() == DType::f16,
+                   "fp16_compress_hook: expected a float32, float64 or float16 bucket, got ", buffer.dtype());
+    const NoGradGuard no_grad;  // gradients are data here, not part of any graph
+    // Divided by the world size first, then summed -- not averaged after: float16 ends at 65504, and a
+    // sum of N gradients can pass that where their average does not (the ring rounds every partial
+    // sum to float16 on its way). PyTorch's fp16_compress_hook divides first for the same reason.
+    // Every element goes through float32 once: scaled there, then rounded to float16.
+    const int world = group.size();
+    const bool host = buffer.device().is_cpu();
+    Tensor compressed;
+    if (host) {
+      // The host holds float16 but computes nothing in it: the conversion is written out here.
+      compressed = empty({buffer.numel()}, DType::f16);
+      narrow_to_fp16(buffer, compressed, world);
+    } else {
+      compressed = mul(buffer, 1.0 / world).to(DType::f16);  // a kernel each; float16 is computed in float
+    }
+    auto work = group.all_reduce(compressed, ReduceOp::Sum);
+    return then(std::move(work), [buffer, compressed, host] {
+      const NoGradGuard no_grad_here;
+      if (host)
+        widen_from_fp16(compressed, buffer);
+      else
+        buffer.copy_(compressed);  // back to the bucket's dtype
+    });
+  };
+}
+
 CommHook comm_hook_named(const std::string& name) {
   if (name == "none" || name == "allreduce") return allreduce_hook();
   if (name == "bf16") return bf16_compress_hook();
-  RINGGRAD_CHECK(name != "fp16",
-                 "comm hook 'fp16': ringgrad's tensors have no float16 yet; 'bf16' compresses to the same 2 bytes an "
-                 "element (with float32's range and 8 bits of mantissa)");
-  throw Error(detail::str("comm hook: expected 'none' or 'bf16', got '", name, "'"));
+  if (name == "fp16") return fp16_compress_hook();
+  throw Error(detail::str("comm hook: expected 'none', 'bf16' or 'fp16', got '", name, "'"));
 }
 
 }  // namespace parallel

@@ -8,6 +8,11 @@
 /// bfloat16 (2 bytes an element instead of 4), all-reduces that, and casts the average back -- half
 /// the bytes on the wire, for gradients rounded to 8 bits of mantissa. On a link that is the
 /// bottleneck a step's communication takes about half as long (docs/multi_host.md measures it).
+/// fp16_compress_hook sends the same 2 bytes as IEEE float16: 11 significant bits to bfloat16's 8
+/// (10 stored to 7; 8 times finer), but a range of only +-65504, with 6.1e-5 the smallest normal value -- smaller
+/// gradients lose precision as subnormals and flush to zero below about 3e-8, larger ones (after
+/// the division by the world size) become infinities. bf16 is the safe choice; fp16 the more
+/// precise one for gradients known to be in range (PyTorch's fp16_compress_hook has the same caveat).
 ///
 /// @code
 ///   // every bucket compressed to bfloat16 on the wire
@@ -48,8 +53,14 @@ CommHook allreduce_hook();
 /// float32 or float64 buckets go as bfloat16: cast, all-reduce (average), cast back into the bucket
 /// (when the Work is waited for, on the waiting thread). A bfloat16 bucket is all-reduced as it is.
 CommHook bf16_compress_hook();
-/// The hook a name selects, for flags: "none" (allreduce_hook) or "bf16". ("fp16" is refused, with
-/// the reason: ringgrad's tensors have no float16 yet; bf16 sends the same number of bytes.)
+/// float32, float64 or float16 buckets go as float16, as PyTorch's fp16_compress_hook sends them:
+/// divided by the world size while rounded to float16 (the division in float32), all-reduced with
+/// a sum, cast back into the bucket (when the Work is waited for, on the waiting thread). Dividing
+/// before the sum keeps a sum of N in-range gradients from overflowing float16's 65504 on the way.
+/// Values beyond float16's range become infinities, and ones below 2^-24 zeros.
+CommHook fp16_compress_hook();
+/// The hook a name selects, for flags: "none" (allreduce_hook), "bf16" (bf16_compress_hook) or
+/// "fp16" (fp16_compress_hook); any other name is an Error listing these.
 CommHook comm_hook_named(const std::string& name);
 
 /// A Work that runs `then` once `inner` has finished without an error, before its own wait()

@@ -11,6 +11,7 @@
 #include <ringgrad/core/base/error.h>
 #include "parallel/gloo/gloo_process_group.h"
 #include "parallel/nccl/nccl_process_group.h"
+#include "parallel/ring/hierarchical.h"
 #include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
 #include "parallel/socket.h"
@@ -120,6 +121,7 @@ std::shared_ptr<ProcessGroup> make_ring(const BackendContext& context) {
   ring.timeout() = context.info.timeout;
   ring.setup_timeout() = context.info.setup_timeout;
   ring.transport() = context.options.transport();
+  ring.algorithm() = context.options.ring_algorithm();
   ring.master_addr() = context.info.master_addr;
   return std::make_shared<RingProcessGroup>(context.store, context.info.rank, context.info.world_size, ring);
 }
@@ -216,6 +218,7 @@ void warn_if_unauthenticated(const LaunchInfo& info, int port) {
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
   const LaunchInfo info = read_launch_info(options);
   const ProcessGroupFactory make_group = find_backend(backend);  // before meeting anyone: fail alone, at once
+  if (backend == "ring") (void)requested_algorithm(options.ring_algorithm());  // so does a bad ring algorithm
   // Rank 0 serves the store; everyone (rank 0 too) is a client. A job of one needs no store.
   std::shared_ptr<Store> store;
   if (info.world_size > 1) {

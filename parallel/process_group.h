@@ -133,6 +133,9 @@ struct InitOptions {
   RINGGRAD_ARG(std::optional<std::chrono::milliseconds>, setup_timeout);
   /// ring only: "auto" (shared memory when every rank is on this host, else TCP), "tcp" or "shm".
   RINGGRAD_ARG(std::string, transport) = "auto";
+  /// ring only, all_reduce's algorithm: "auto" (hierarchical across hosts with the same number, 2 or
+  /// more, of ranks each; else flat), "flat" or "hierarchical". Default: RINGGRAD_RING_ALGORITHM, else "auto".
+  RINGGRAD_ARG(std::string, ring_algorithm);
 };
 
 constexpr std::chrono::milliseconds kDefaultTimeout{300000};      ///< collectives, as PyTorch's gloo

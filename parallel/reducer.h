@@ -47,7 +47,7 @@ struct DDPOptions {
   RINGGRAD_ARG(bool, find_unused_parameters) = false;   ///< walk the graph after forward; unused params count as ready
   RINGGRAD_ARG(bool, overlap) = true;  ///< false: all-reduce every bucket only after backward has finished
   /// What each bucket's communication is (parallel/comm_hook.h): one all-reduce by default,
-  /// bf16_compress_hook() to send half the bytes, or one's own.
+  /// bf16_compress_hook() or fp16_compress_hook() to send half the bytes, or one's own.
   RINGGRAD_ARG(CommHook, comm_hook) = allreduce_hook();
 };
 

@@ -51,8 +51,10 @@ def parse(text):
 
 
 def short_name(demangled):
-    name = demangled.replace("ringgrad::cuda::", "").replace("(anonymous namespace)::", "")
-    name = name.replace("ringgrad::", "").replace("__nv_bfloat16", "bf16").replace("void ", "", 1)
+    name = demangled.replace("ringgrad::kernels::cuda::", "").replace("ringgrad::kernels::", "")
+    name = name.replace("ringgrad::cuda::", "").replace("(anonymous namespace)::", "")
+    name = name.replace("ringgrad::", "").replace("__nv_bfloat16", "bf16").replace("__half", "f16")
+    name = name.replace("void ", "", 1)
     return re.sub(r"\(.*\)$", "", name)  # drop the parameter list
 
 

@@ -9,8 +9,9 @@ namespace ringgrad {
 
 /// float32 is the working type everywhere; float64 exists on CPU for gradient checks; int64 holds
 /// labels and indices; uint8 raw data (images). bfloat16 is reserved for the CUDA tensor-core path
-/// and is rejected by the CPU kernels.
-enum class DType : uint8_t { f32, f64, i64, u8, bf16 };
+/// and is rejected by the CPU kernels; float16 (IEEE half) likewise, and DDP's fp16 communication
+/// hook sends gradients in it. New dtypes go at the end, so that the existing ones keep their numbers.
+enum class DType : uint8_t { f32, f64, i64, u8, bf16, f16 };
 
 /// Bytes per element.
 inline int64_t dtype_size(DType dt) {
@@ -19,7 +20,8 @@ inline int64_t dtype_size(DType dt) {
     case DType::f64:
     case DType::i64: return 8;
     case DType::u8: return 1;
-    case DType::bf16: return 2;
+    case DType::bf16:
+    case DType::f16: return 2;
   }
   return 0;
 }
@@ -32,12 +34,15 @@ inline const char* dtype_name(DType dt) {
     case DType::i64: return "int64";
     case DType::u8: return "uint8";
     case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
   }
   return "?";
 }
 
-/// True for float32, float64 and bfloat16.
-inline bool is_floating(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
+/// True for float32, float64, bfloat16 and float16.
+inline bool is_floating(DType dt) {
+  return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16;
+}
 
 inline std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }  ///< prints dtype_name(dt)
 

@@ -28,7 +28,7 @@ struct ToBackward final : Node {
 // copy of the backend, which also converts the dtype. Between the host and a GPU, or two GPUs, the
 // bytes cross with the CUDA backend's copy_between, which moves dense memory only, so:
 //   - the source is first made dense on its own device (a strided gather there, never over the link);
-//   - the dtype is converted on the GPU side (its kernels know every dtype, bfloat16 included):
+//   - the dtype is converted on the GPU side (its kernels know every dtype, bfloat16 and float16 included):
 //     before the transfer when the source is on a GPU, after it when the source is on the host.
 Tensor copy_to(const Tensor& src, Device device, DType dtype) {
   const Device from = src.device();

@@ -21,12 +21,14 @@ inline void check_defined(const char* op, const Tensor& t, const char* arg) {
   RINGGRAD_CHECK(t.defined(), op, ": expected ", arg, " to be a defined tensor, got an undefined one");
 }
 
-// Float math runs on float32 and float64 (bfloat16 only on CUDA, which arrives with the CUDA backend).
+// Float math runs on float32 and float64; bfloat16 and float16 only on CUDA (the CPU backend holds
+// them but computes nothing in them).
 inline void check_floating(const char* op, const Tensor& t, const char* arg = "x") {
   check_defined(op, t, arg);
+  const DType dt = t.dtype();
   RINGGRAD_CHECK(
-      t.dtype() == DType::f32 || t.dtype() == DType::f64 || (t.dtype() == DType::bf16 && t.device().is_cuda()), op,
-      ": expected ", arg, " to be float32 or float64, got ", t.dtype());
+      dt == DType::f32 || dt == DType::f64 || ((dt == DType::bf16 || dt == DType::f16) && t.device().is_cuda()), op,
+      ": expected ", arg, " to be float32 or float64, got ", dt);
 }
 
 // b must match a's dtype and device: ringgrad never promotes or moves data behind the user's back.

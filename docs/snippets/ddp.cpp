@@ -77,8 +77,13 @@ int main() {
     Tensor x3 = randn({8, 784});
     cross_entropy(ddp3.forward(x3), from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}, {8})).backward();
     // every bucket went as bfloat16: .grad holds the average, rounded to bfloat16's 8-bit mantissa
+    // float16 instead: 3 more bits, a range of +-65504 (each bucket divided by the world size first)
+    auto finer = parallel::DDPOptions().comm_hook(parallel::fp16_compress_hook());
     // [/comm_hook]
     snippets::expect(ddp3.module()->parameters()[0].grad().defined(), "compressed buckets still give gradients");
+    parallel::DistributedDataParallel<Mlp> ddp4(std::make_shared<Mlp>(784, 256, 10), pg, finer);
+    cross_entropy(ddp4.forward(x3), from_vector(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}, {8})).backward();
+    snippets::expect(ddp4.module()->parameters()[0].grad().defined(), "float16 buckets still give gradients");
   }
   std::cout << "ddp: rank " << pg->rank() << " of " << pg->size() << " done\n";
   return 0;

@@ -31,7 +31,7 @@ void dispatch_floating(const char* kernel, DType dt, Fn&& fn) {
 }
 
 // The storage types the CPU holds: the floating ones plus int64 (labels, indices) and uint8 (raw
-// images). bfloat16 exists only on CUDA.
+// images). bfloat16 and float16 are computed only on CUDA: the host holds them, this backend rejects them.
 template <typename Fn>
 void dispatch_storage(const char* kernel, DType dt, Fn&& fn) {
   switch (dt) {

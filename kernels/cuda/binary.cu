@@ -4,9 +4,9 @@
 // balance point (67 TFLOP/s f32 / 4.8 TB/s): memory-bound, judge it in GB/s.
 // Target  : at least 80% of DRAM bandwidth (H200: 4.8 TB/s) for dense arrays of >= 2^24 elements.
 // Mapping : grid-stride loops of 256-thread blocks. Dense operands move 16 bytes per thread per
-//           iteration (float4 / double2 / 8 x bf16) when every pointer is 16-byte aligned, the tail
+//           iteration (float4 / double2 / 8 x bf16 or f16) when every pointer is 16-byte aligned, the tail
 //           element by element. Broadcast operands index through a collapsed layout (kernel_util.cuh):
-//           a dense operand costs one dimension, not ndim. bfloat16 is computed in float.
+//           a dense operand costs one dimension, not ndim. bfloat16 and float16 are computed in float.
 //
 // The op is a runtime argument, the same for every thread: a uniformly taken branch, one kernel per dtype.
 #include <algorithm>

@@ -2,7 +2,7 @@
 //
 // Each mirrors the Backend function of the same name (kernels/backend.h) with device pointers and a
 // cudaStream_t, runs asynchronously on `stream`, and takes every storage dtype (f32, f64, i64, u8,
-// bf16). Private to the library and its tests.
+// bf16, f16). Private to the library and its tests.
 #pragma once
 
 #include <cuda_runtime.h>

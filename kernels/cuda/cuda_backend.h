@@ -6,9 +6,9 @@
 // are ringgrad::Errors naming the op and the device.
 //
 // Dtypes (what the launchers support; anything else is an Error naming the op, the dtype and the device):
-//   fill, arange, copy                                  float32 float64 bfloat16 int64 uint8
-//   unary, unary_backward, binary, dropout              float32 float64 bfloat16 (bf16 computed in float)
-//   reduce, scatter_add_dim, softmax, softmax_backward  float32 float64 bfloat16
+//   fill, arange, copy                                  float32 float64 bfloat16 float16 int64 uint8
+//   unary, unary_backward, binary, dropout              float32 float64 bfloat16 float16 (16-bit computed in float)
+//   reduce, scatter_add_dim, softmax, softmax_backward  float32 float64 bfloat16 float16
 //   random, cross_entropy_*, sgd_step, adam_step        float32 float64
 //   gemm                                                float32 only: ringgrad's kernel (kernels/cuda/gemm.cu),
 //                                                       or cuBLAS when RINGGRAD_GEMM=cublas

@@ -1,10 +1,12 @@
 // kernels/cuda/kernel_util.cuh: what the non-GEMM kernel files share -- grid sizing, the dtype
-// dispatch, bfloat16 conversions, and the collapsed strided layout that elementwise kernels index by.
+// dispatch, bfloat16 and float16 conversions, and the collapsed strided layout that elementwise
+// kernels index by.
 //
 // Private to kernels/cuda/*.cu (it is CUDA source, included only by nvcc-compiled files).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@ namespace kernels {
 namespace cuda {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 constexpr int kThreads = 256;
 // Enough resident blocks to fill an H200 (132 SMs x 2048 threads = 8 blocks of 256 per SM) several
@@ -35,7 +38,8 @@ inline unsigned blocks_for(int64_t work, int threads = kThreads) {
 __device__ inline int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-// The arithmetic type of a storage type: bfloat16 is loaded into float, computed on, and rounded back.
+// The arithmetic type of a storage type: bfloat16 and float16 are loaded into float, computed on,
+// and rounded back.
 template <typename T>
 struct AccOf {
   using type = T;
@@ -44,10 +48,15 @@ template <>
 struct AccOf<bf16> {
   using type = float;
 };
+template <>
+struct AccOf<f16> {
+  using type = float;
+};
 template <typename T>
 using acc_t = typename AccOf<T>::type;
 
-// Value conversion between any two storage types; bfloat16 goes through float (or straight from double).
+// Value conversion between any two storage types; bfloat16 and float16 are widened to float, and
+// narrowed from float or straight from double (double -> float -> half could round twice).
 // __host__ too: the launchers convert a fill value on the host. A __device__-only function called from
 // host code compiles under nvcc into a host stub that calls exit(1) -- the test
 // cuda_objects_never_call_exit fails when any object of kernels/cuda references exit.
@@ -56,12 +65,19 @@ __host__ __device__ inline D convert(S s) {
   if constexpr (std::is_same_v<D, S>) {
     return s;
   } else if constexpr (std::is_same_v<S, bf16>) {
-    return static_cast<D>(__bfloat162float(s));
+    return convert<D>(__bfloat162float(s));
+  } else if constexpr (std::is_same_v<S, f16>) {
+    return convert<D>(__half2float(s));
   } else if constexpr (std::is_same_v<D, bf16>) {
     if constexpr (std::is_same_v<S, double>)
       return __double2bfloat16(s);
     else
       return __float2bfloat16_rn(static_cast<float>(s));
+  } else if constexpr (std::is_same_v<D, f16>) {
+    if constexpr (std::is_same_v<S, double>)
+      return __double2half(s);
+    else
+      return __float2half_rn(static_cast<float>(s));
   } else {
     return static_cast<D>(s);
   }
@@ -84,27 +100,34 @@ struct alignas(sizeof(T) * kVec) Pack {
 
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Elements per 16-byte vector load: 4 floats, 2 doubles, 8 bfloat16s.
+// Elements per 16-byte vector load: 4 floats, 2 doubles, 8 bfloat16s or float16s.
 constexpr int vec_width(size_t element_bytes) { return static_cast<int>(16 / element_bytes); }
 
-// fn(T{}) with T = float, double or (when kAllowBf16) __nv_bfloat16; any other dtype is an Error
-// naming the kernel. The flag is a template parameter so that a kernel without a bf16 version is
-// never instantiated for it.
-template <bool kAllowBf16, typename Fn>
+// fn(T{}) with T = float, double or (when kAllow16Bit) __nv_bfloat16 and __half; any other dtype is
+// an Error naming the kernel. The flag is a template parameter so that a kernel without 16-bit
+// versions is never instantiated for them. The two 16-bit types share the flag: each is computed in
+// float through the same template, so a kernel that takes one takes the other.
+template <bool kAllow16Bit, typename Fn>
 void dispatch_floating(const char* kernel, DType dt, Fn&& fn) {
   switch (dt) {
     case DType::f32: fn(float{}); return;
     case DType::f64: fn(double{}); return;
     case DType::bf16:
-      if constexpr (kAllowBf16) {
+      if constexpr (kAllow16Bit) {
         fn(bf16{});
+        return;
+      }
+      break;
+    case DType::f16:
+      if constexpr (kAllow16Bit) {
+        fn(f16{});
         return;
       }
       break;
     default: break;
   }
-  throw Error(detail::str(kernel, ": the CUDA backend supports float32, float64", kAllowBf16 ? " and bfloat16" : "",
-                          " here, got ", dtype_name(dt)));
+  throw Error(detail::str(kernel, ": the CUDA backend supports float32, float64",
+                          kAllow16Bit ? ", bfloat16 and float16" : "", " here, got ", dtype_name(dt)));
 }
 
 // Every storage dtype of the CUDA backend: the floating ones plus int64 and uint8.
@@ -116,6 +139,7 @@ void dispatch_storage(const char* kernel, DType dt, Fn&& fn) {
     case DType::i64: fn(int64_t{}); return;
     case DType::u8: fn(uint8_t{}); return;
     case DType::bf16: fn(bf16{}); return;
+    case DType::f16: fn(f16{}); return;
   }
   throw Error(detail::str(kernel, ": unknown dtype ", static_cast<int>(dt)));
 }

@@ -48,7 +48,7 @@ __global__ void normal_kernel(T* __restrict__ dst, int64_t n, uint64_t seed, uin
 }
 
 // mask[i] = (u_i >= p) / (1 - p), y = x * mask. The draw is philox::uniform of the arithmetic type
-// (float for bf16), so for f32 and f64 the mask is bit-identical to the CPU's.
+// (float for bf16 and f16), so for f32 and f64 the mask is bit-identical to the CPU's.
 template <typename T>
 __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, T* __restrict__ mask, int64_t n, acc_t<T> p,
                                acc_t<T> scale, uint64_t seed, uint64_t offset) {

@@ -2,8 +2,8 @@
 //
 // Each mirrors the Backend function of the same name (kernels/backend.h) with device pointers and a
 // cudaStream_t, runs asynchronously on `stream`, and throws ringgrad::Error for a dtype it does not
-// support: random takes f32 and f64, dropout also bf16 (drawn and computed in float). Private to the
-// library and its tests.
+// support: random takes f32 and f64, dropout also bf16 and f16 (drawn and computed in float).
+// Private to the library and its tests.
 #pragma once
 
 #include <cuda_runtime.h>

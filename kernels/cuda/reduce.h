@@ -1,7 +1,8 @@
 // kernels/cuda/reduce.h: sum and max (+ first argmax) over the middle axis of a dense [outer, r, inner]
 // array, and scatter_add_dim, the backward of max -- the CUDA launchers of the Backend functions of
-// the same names (kernels/backend.h). Device pointers; asynchronous on `stream`; f32, f64 and bf16
-// (bf16 is accumulated in double like the others). Private to the library and its tests.
+// the same names (kernels/backend.h). Device pointers; asynchronous on `stream`; f32, f64, bf16 and
+// f16 (the 16-bit ones are accumulated in double like the others). Private to the library and its
+// tests.
 #pragma once
 
 #include <cuda_runtime.h>

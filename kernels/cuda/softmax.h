@@ -1,8 +1,8 @@
 // kernels/cuda/softmax.h: softmax and log_softmax over the middle axis of a dense [outer, c, inner]
 // array, forward and backward, and the fused softmax-cross-entropy forward and backward -- the CUDA
 // launchers of the Backend functions of the same names (kernels/backend.h documents the semantics).
-// Device pointers; asynchronous on `stream`. softmax takes f32, f64 and bf16 (computed in float);
-// cross-entropy f32 and f64. Private to the library and its tests.
+// Device pointers; asynchronous on `stream`. softmax takes f32, f64, bf16 and f16 (the 16-bit ones
+// computed in float); cross-entropy f32 and f64. Private to the library and its tests.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -8,8 +8,8 @@
 // so these are memory-bound: judge them in GB/s.
 // Target  : at least 80% of DRAM bandwidth (H200: 4.8 TB/s) for dense arrays of >= 2^24 elements.
 // Mapping : grid-stride loops of 256-thread blocks, 16 bytes per thread per iteration (float4 /
-//           double2 / 8 x bf16) when every pointer is 16-byte aligned, the tail element by element.
-//           bfloat16 is loaded into float, computed on, and rounded back.
+//           double2 / 8 x bf16 or f16) when every pointer is 16-byte aligned, the tail element by
+//           element. bfloat16 and float16 are loaded into float, computed on, and rounded back.
 //
 // The op is a runtime argument rather than a template parameter: it is the same for every thread, so
 // visit_unary's switch is a uniformly taken branch, and one kernel per dtype keeps the build small

@@ -2,7 +2,8 @@
 //
 // Each mirrors the Backend function of the same name (kernels/backend.h) with device pointers and a
 // cudaStream_t, runs asynchronously on `stream`, and throws ringgrad::Error for a dtype other than
-// f32, f64 and bf16 (bf16 is computed in float). Private to the library and its tests.
+// f32, f64, bf16 and f16 (the 16-bit ones are computed in float). Private to the library and its
+// tests.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -50,9 +50,11 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const bool inf = std::isinf(norm_type);
   double total = 0.0;  // max of the norms, or the sum of their p-th powers
   for (const Tensor& g : grads) {
+    // bfloat16 and float16 only where they compute: on CUDA.
+    const DType dt = g.dtype();
     RINGGRAD_CHECK(
-        g.dtype() == DType::f32 || g.dtype() == DType::f64 || (g.dtype() == DType::bf16 && g.device().is_cuda()),
-        "clip_grad_norm_: expected grad to be float32 or float64, got ", g.dtype());
+        dt == DType::f32 || dt == DType::f64 || ((dt == DType::bf16 || dt == DType::f16) && g.device().is_cuda()),
+        "clip_grad_norm_: expected grad to be float32 or float64, got ", dt);
     if (g.numel() == 0) continue;
     const double n = tensor_norm(g, norm_type);
     total = inf ? std::max(total, n) : total + std::pow(n, norm_type);

@@ -52,7 +52,7 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
 
 size_t byte_count(const Tensor& t) { return static_cast<size_t>(t.numel() * t.element_size()); }
 
-bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
+bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16; }
 
 void check_tensor(const char* op, const Tensor& t, const char* what) {
   RINGGRAD_CHECK(t.defined(), "gloo ", op, ": expected a defined tensor for ", what, ", got an undefined one");
@@ -64,7 +64,8 @@ void check_tensor(const char* op, const Tensor& t, const char* what) {
 }
 
 void check_reducible(const char* op, const Tensor& t) {
-  RINGGRAD_CHECK(reducible(t.dtype()), "gloo ", op, ": expected float32, float64 or bfloat16, got ", t.dtype());
+  RINGGRAD_CHECK(reducible(t.dtype()), "gloo ", op, ": expected float32, float64, bfloat16 or float16, got ",
+                 t.dtype());
 }
 
 void check_like(const char* op, const Tensor& t, const Tensor& reference, const std::string& what) {
@@ -93,7 +94,10 @@ GlooReduce gloo_function(ReduceOp combine) {
 // Gloo's reduction callback: c = a op b over n elements (c may be a or b). float32 and float64 use
 // Gloo's own element-wise functions, as PyTorch does. Gloo has no bfloat16, so bfloat16 stays
 // bfloat16 on the wire and is combined by the ring's reduce_into (added in float32, then rounded to
-// nearest even), the same arithmetic as the ring backend. Avg combines as Sum; the caller divides.
+// nearest even), the same arithmetic as the ring backend. float16 goes the same way, although Gloo
+// has a gloo::float16 (which PyTorch uses): its functions store each result through an assignment
+// operator that compares the new bits with the old value converted from an integer, and skips the
+// store when they match -- 16 + 19440 comes out as 16. Avg combines as Sum; the caller divides.
 GlooReduce reduction(DType dt, ReduceOp op) {
   const ReduceOp combine = op == ReduceOp::Avg ? ReduceOp::Sum : op;
   if (dt == DType::f32) return gloo_function<float>(combine);
@@ -268,7 +272,7 @@ void GlooProcessGroup::all_reduce_raw(void* data, int64_t count, DType dt, Reduc
   switch (dt) {  // the element type only tells Gloo the element size; reduction() knows the rest
     case DType::f32: options.setOutput(static_cast<float*>(data), n); break;
     case DType::f64: options.setOutput(static_cast<double*>(data), n); break;
-    default: options.setOutput(static_cast<uint16_t*>(data), n); break;  // bfloat16 (reducible() checked)
+    default: options.setOutput(static_cast<uint16_t*>(data), n); break;  // bfloat16, float16 (reducible())
   }
   options.setReduceFunction(reduction(dt, op));
   options.setTag(run.tag);
@@ -331,9 +335,10 @@ std::shared_ptr<Work> GlooProcessGroup::reduce_scatter(const Tensor& output, con
   for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
   return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), [this, output, inputs, op](const Run& run) {
     // Gloo's one reduce-scatter (ReduceScatterHalvingDoubling) is an old-style algorithm with
-    // typed reduction functions and no bfloat16, so this is an all-reduce of the inputs laid end to
-    // end, of which this rank keeps its own chunk. It moves twice the bytes a true reduce-scatter
-    // needs -- fine for correctness and for DDP, which only all-reduces; the ring has the real one.
+    // typed reduction functions, no bfloat16 and the float16 that reduction() avoids, so this is an
+    // all-reduce of the inputs laid end to end, of which this rank keeps its own chunk. It moves
+    // twice the bytes a true reduce-scatter needs -- fine for correctness and for DDP, which only
+    // all-reduces; the ring has the real one.
     const size_t bytes = byte_count(output);
     std::vector<uint8_t> scratch(bytes * inputs.size());  // the inputs are not modified
     for (size_t r = 0; r < inputs.size(); ++r) copy_bytes(scratch.data() + r * bytes, inputs[r].data(), bytes);

@@ -105,7 +105,9 @@ ncclDataType_t reduction_type(const char* op, DType dt, const Device& device) {
     case DType::f32: return ncclFloat32;
     case DType::f64: return ncclFloat64;
     case DType::bf16: return ncclBfloat16;
-    default: throw Error(detail::str(op, ": expected float32, float64 or bfloat16, got ", dt, " (on ", device, ")"));
+    case DType::f16: return ncclFloat16;
+    default:
+      throw Error(detail::str(op, ": expected float32, float64, bfloat16 or float16, got ", dt, " (on ", device, ")"));
   }
 }
 

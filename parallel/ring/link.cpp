@@ -38,14 +38,14 @@ std::unique_ptr<RingLink> connect_ring_link(Store& store, const RingNeighbours& 
   // for the previous rank to have connected to ours.
   std::unique_ptr<RecvHalf> recv;
   if (ring.from_prev == "shm")
-    recv = std::make_unique<ShmRecv>(store, ring.rank, ring.prev, ring.here);
+    recv = std::make_unique<ShmRecv>(store, ring.keys, ring.rank, ring.prev, ring.here);
   else
-    recv = std::make_unique<TcpRecv>(store, ring.rank, ring.prev, master_addr);
+    recv = std::make_unique<TcpRecv>(store, ring.keys, ring.rank, ring.prev, master_addr);
   std::unique_ptr<SendHalf> send;
   if (ring.to_next == "shm")
-    send = std::make_unique<ShmSend>(store, ring.rank, ring.next, ring.here);
+    send = std::make_unique<ShmSend>(store, ring.keys, ring.rank, ring.next, ring.here);
   else
-    send = std::make_unique<TcpSend>(store, ring.rank, ring.next, deadline);
+    send = std::make_unique<TcpSend>(store, ring.keys, ring.rank, ring.next, deadline);
   recv->accept(deadline);
   return std::make_unique<RingLink>(std::move(send), std::move(recv));
 }

@@ -94,6 +94,10 @@ struct RingNeighbours {
   int rank = 0, next = 0, prev = 0;
   std::string to_next = "tcp", from_prev = "tcp";
   std::string here;  // this host's address when the job spans hosts (for messages), else empty
+  // The namespace of the ring's store keys ("<keys>/tcp/<rank>", "<keys>/shm/<rank>/channel", ...):
+  // a group that connects several rings (ring_process_group.h) gives each its own, so that one
+  // ring's addresses are never read as another's.
+  std::string keys = "ring";
 };
 
 // "rank 3 at 10.0.0.2" when the host is known: across machines, it says where to look.
@@ -102,7 +106,9 @@ inline std::string peer_name(int rank, const std::string& host) {
 }
 
 // Connects this rank's two halves through the store; every rank of the ring calls it at once.
-// master_addr picks the interface a TCP half listens on (the one that reaches it).
+// master_addr picks the interface a TCP half listens on (the one that reaches it). It waits only for
+// ranks of this ring in this same call, so ranks that connect several rings one after another, all in
+// the same order, cannot wait in a circle either: each ring is complete before any rank starts the next.
 std::unique_ptr<RingLink> connect_ring_link(Store& store, const RingNeighbours& ring, const std::string& master_addr,
                                             Deadline deadline);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <ringgrad/core/base/bf16.h>
+#include <ringgrad/core/base/fp16.h>
 #include <ringgrad/core/base/error.h>
 
 namespace ringgrad {
@@ -31,14 +32,21 @@ void reduce_typed(T* __restrict dst, const T* __restrict src, int64_t n, ReduceO
   }
 }
 
-void reduce_bf16(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
+// bfloat16 and float16: each pair widened to float32, combined, and rounded back to nearest even.
+template <float (*kWiden)(uint16_t), uint16_t (*kNarrow)(float)>
+void reduce_16bit(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
   for (int64_t i = 0; i < n; ++i) {
-    const float a = bf16_to_float(dst[i]), b = bf16_to_float(src[i]);
+    const float a = kWiden(dst[i]), b = kWiden(src[i]);
     float r = a + b;
     if (op == ReduceOp::Min) r = b < a ? b : a;
     if (op == ReduceOp::Max) r = b > a ? b : a;
-    dst[i] = float_to_bf16(r);
+    dst[i] = kNarrow(r);
   }
+}
+
+template <float (*kWiden)(uint16_t), uint16_t (*kNarrow)(float)>
+void divide_16bit(uint16_t* p, int64_t n, int divisor) {
+  for (int64_t i = 0; i < n; ++i) p[i] = kNarrow(kWiden(p[i]) / static_cast<float>(divisor));
 }
 
 }  // namespace
@@ -59,8 +67,13 @@ void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceO
   switch (dtype) {
     case DType::f32: return reduce_typed(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
     case DType::f64: return reduce_typed(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
-    case DType::bf16: return reduce_bf16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
-    default: throw Error(detail::str("ring: reductions support float32, float64 and bfloat16, got ", dtype));
+    case DType::bf16:
+      return reduce_16bit<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
+                                                        count, op);
+    case DType::f16:
+      return reduce_16bit<fp16_to_float, float_to_fp16>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
+                                                        count, op);
+    default: throw Error(detail::str("ring: reductions support float32, float64, bfloat16 and float16, got ", dtype));
   }
 }
 
@@ -72,10 +85,11 @@ void divide_by(void* data, int64_t count, DType dtype, int divisor) {
     auto* p = static_cast<double*>(data);
     for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<double>(divisor);
   } else if (dtype == DType::bf16) {
-    auto* p = static_cast<uint16_t*>(data);
-    for (int64_t i = 0; i < count; ++i) p[i] = float_to_bf16(bf16_to_float(p[i]) / static_cast<float>(divisor));
+    divide_16bit<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(data), count, divisor);
+  } else if (dtype == DType::f16) {
+    divide_16bit<fp16_to_float, float_to_fp16>(static_cast<uint16_t*>(data), count, divisor);
   } else {
-    throw Error(detail::str("ring: averages support float32, float64 and bfloat16, got ", dtype));
+    throw Error(detail::str("ring: averages support float32, float64, bfloat16 and float16, got ", dtype));
   }
 }
 

@@ -46,8 +46,8 @@ struct Chunk {
 // Splits `count` elements at `data` into `parts` chunks whose sizes differ by at most one.
 std::vector<Chunk> split_chunks(void* data, int64_t count, int64_t element_size, int parts);
 
-// dst[i] = op(dst[i], src[i]) for i < count; float32, float64, and bfloat16 (added in float32, then
-// rounded to nearest even, as NCCL does).
+// dst[i] = op(dst[i], src[i]) for i < count; float32, float64, bfloat16 and float16 (the 16-bit ones
+// added in float32, then rounded to nearest even, as NCCL does).
 void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceOp op);
 // data[i] /= divisor: the last step of an average.
 void divide_by(void* data, int64_t count, DType dtype, int divisor);

@@ -19,6 +19,43 @@ std::vector<int> ring_order(const std::vector<std::string>& host_of_rank) {
   return order;
 }
 
+std::vector<int> ranks_per_host(const std::vector<std::string>& host_of_rank) {
+  std::vector<std::string> hosts;
+  std::vector<int> counts;
+  for (const std::string& h : host_of_rank) {
+    const auto at = static_cast<size_t>(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
+    if (at == hosts.size()) {
+      hosts.push_back(h);
+      counts.push_back(0);
+    }
+    ++counts[at];
+  }
+  return counts;
+}
+
+std::vector<int> host_ring(const std::vector<int>& order, const std::vector<std::string>& host_of_rank, int rank) {
+  std::vector<int> ring;
+  for (const int r : order)
+    if (host_of_rank[static_cast<size_t>(r)] == host_of_rank[static_cast<size_t>(rank)]) ring.push_back(r);
+  return ring;
+}
+
+std::vector<int> cross_host_ring(const std::vector<int>& order, const std::vector<std::string>& host_of_rank,
+                                 int rank) {
+  // `order` lists each host's ranks together, so a rank's local index is its distance from the
+  // first rank of its host's stretch.
+  std::vector<int> local_index(order.size());
+  for (size_t p = 0; p < order.size(); ++p) {
+    const bool first =
+        p == 0 || host_of_rank[static_cast<size_t>(order[p])] != host_of_rank[static_cast<size_t>(order[p - 1])];
+    local_index[static_cast<size_t>(order[p])] = first ? 0 : local_index[static_cast<size_t>(order[p - 1])] + 1;
+  }
+  std::vector<int> ring;
+  for (const int r : order)
+    if (local_index[static_cast<size_t>(r)] == local_index[static_cast<size_t>(rank)]) ring.push_back(r);
+  return ring;
+}
+
 RingNeighbours ring_neighbours(const std::vector<int>& order, const std::vector<std::string>& host_of_rank, int rank,
                                const std::string& transport) {
   const auto n = static_cast<int>(order.size());

@@ -21,8 +21,18 @@ namespace parallel {
 // The ranks in ring order, given each rank's host (any string that is equal for ranks on one host).
 std::vector<int> ring_order(const std::vector<std::string>& host_of_rank);
 
-// `rank`'s neighbours on the ring `order`, and the transport of each link: `transport` when it is
-// "shm" or "tcp", else ("auto") shared memory to a neighbour on the same host and TCP to one on
+// How many ranks each host has, the hosts in ring order.
+std::vector<int> ranks_per_host(const std::vector<std::string>& host_of_rank);
+
+// The two smaller rings of a hierarchical all-reduce (hierarchical.h), as sub-sequences of `order`:
+// the ranks of `rank`'s host, and the ranks that sit at `rank`'s place within their host (its local
+// index: 0 for a host's first rank on the ring), one per host. The second needs every host to have a
+// rank at that place.
+std::vector<int> host_ring(const std::vector<int>& order, const std::vector<std::string>& host_of_rank, int rank);
+std::vector<int> cross_host_ring(const std::vector<int>& order, const std::vector<std::string>& host_of_rank, int rank);
+
+// `rank`'s neighbours on the ring `order` (the whole job's, or one of the two above), and the transport of each link:
+// `transport` when it is "shm" or "tcp", else ("auto") shared memory to a neighbour on the same host and TCP to one on
 // another.
 RingNeighbours ring_neighbours(const std::vector<int>& order, const std::vector<std::string>& host_of_rank, int rank,
                                const std::string& transport);

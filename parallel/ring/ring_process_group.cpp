@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include <ringgrad/core/autograd/grad_mode.h>
 #include <ringgrad/core/cuda.h>
 #include <ringgrad/core/base/error.h>
+#include "parallel/ring/hierarchical.h"
 #include "parallel/ring/ring_collectives.h"
 #include "parallel/ring/ring_order.h"
 #include "parallel/ring/shm_link.h"
@@ -26,7 +28,7 @@ void copy_bytes(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
-bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16; }
+bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16; }
 
 void check_tensor(const char* op, const Tensor& t, const char* what) {
   RINGGRAD_CHECK(t.defined(), op, ": expected a defined tensor for ", what, ", got an undefined one");
@@ -43,6 +45,51 @@ void check_like(const char* op, const Tensor& t, const Tensor& reference, const 
 
 std::string describe(const char* op, const Tensor& t, const std::string& extra = "") {
   return detail::str(op, "(", extra, extra.empty() ? "" : ", ", t.numel(), " x ", t.dtype(), " on ", t.device(), ")");
+}
+
+// Until the counter `key` reaches `count`, for kDiagnosticLimit at most: rank 0 serves the store, and
+// the store dies with it, so after a failure it lets the others finish reading and reporting first.
+// Best effort: a store that does not answer ends the wait.
+void wait_for_count(Store& store, const std::string& key, int count) {
+  try {
+    const ScopedStoreTimeout brief(store, kDiagnosticLimit);
+    const auto deadline = std::chrono::steady_clock::now() + kDiagnosticLimit;
+    while (store.add(key, 0) < count && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const std::exception&) {
+  }
+}
+
+// Whether all_reduce goes hierarchical (hierarchical.h), for the rank that asked for `algorithm`
+// (and published it) in a job on `hosts`. Ranks that chose differently would connect different rings
+// and wait for each other until the setup deadline: they fail now instead, before connecting
+// anything, as do ranks that ask for a hierarchical all-reduce these hosts cannot have. Every rank
+// finds the same fault, and reports it: rank 0, whose store the others are reading, leaves only once
+// they have read it all.
+bool agree_on_hierarchical(Store& store, int rank, int size, const std::string& algorithm,
+                           const std::vector<std::string>& hosts) {
+  std::vector<std::string> algorithms;
+  algorithms.reserve(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) algorithms.push_back(store.get_string("ring/algorithm/" + std::to_string(r)));
+  bool hierarchical = false;
+  std::exception_ptr refused;
+  try {
+    for (int r = 0; r < size; ++r) {
+      const std::string& theirs = algorithms[static_cast<size_t>(r)];
+      RINGGRAD_CHECK(theirs == algorithm, "ring: rank ", r, " asks for algorithm \"", theirs, "\" and rank ", rank,
+                     " for \"", algorithm, "\"; every rank must ask for the same (RingOptions::algorithm, else ",
+                     "RINGGRAD_RING_ALGORITHM)");
+    }
+    hierarchical = use_hierarchical(algorithm, hosts);
+  } catch (const Error&) {
+    refused = std::current_exception();
+  }
+  store.add("ring/algorithm_read", 1);
+  if (refused) {
+    if (rank == 0) wait_for_count(store, "ring/algorithm_read", size);
+    std::rethrow_exception(refused);
+  }
+  return hierarchical;
 }
 
 // The ring works on host memory. A CPU tensor is used in place; a CUDA tensor is staged through a
@@ -106,16 +153,21 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
     : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)) {
   RINGGRAD_CHECK(options.transport() == "auto" || options.transport() == "tcp" || options.transport() == "shm",
                  "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport(), "\"");
+  const std::string algorithm = requested_algorithm(options.algorithm());
   order_.resize(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) order_[static_cast<size_t>(r)] = r;
+  if (size == 1) (void)use_hierarchical(algorithm, {host_identity()});  // refuses "hierarchical", as one host does
   if (size > 1) {
     RINGGRAD_CHECK(store_ != nullptr, "ring: a group of ", size, " ranks needs a store to meet through, got none");
     const Deadline deadline = deadline_in(options.setup_timeout());
-    // Every rank says which host it is on; all of them then compute the same ring, host by host.
+    // Every rank says which host it is on, and which all-reduce it asks for; all of them then
+    // compute the same rings, host by host.
     store_->set("ring/host/" + std::to_string(rank), host_identity());
+    store_->set("ring/algorithm/" + std::to_string(rank), algorithm);
     std::vector<std::string> hosts;
     hosts.reserve(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) hosts.push_back(store_->get_string("ring/host/" + std::to_string(r)));
+    const bool hierarchical = agree_on_hierarchical(*store_, rank, size, algorithm, hosts);
     order_ = parallel::ring_order(hosts);
     RingNeighbours neighbours = ring_neighbours(order_, hosts, rank, options.transport());
     // Across hosts, messages say where a rank is: its neighbours' addresses, and this one's.
@@ -123,8 +175,22 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
       neighbours.here = local_address_towards(options.master_addr());
       where_ = " at " + neighbours.here;
     }
+    // The rings one after another, in the same order on every rank: each is complete before any
+    // rank starts the next, so no rank waits in a circle (connect_ring_link).
     link_ = connect_ring_link(*store_, neighbours, options.master_addr(), deadline);
     transport_name_ = link_->name();
+    if (hierarchical) {
+      auto connect = [&](const std::vector<int>& ring, const char* keys, int& position, int& ring_size) {
+        RingNeighbours sub = ring_neighbours(ring, hosts, rank, options.transport());
+        sub.here = neighbours.here;
+        sub.keys = keys;
+        position = static_cast<int>(std::find(ring.begin(), ring.end(), rank) - ring.begin());
+        ring_size = static_cast<int>(ring.size());
+        return connect_ring_link(*store_, sub, options.master_addr(), deadline);
+      };
+      local_link_ = connect(host_ring(order_, hosts, rank), "ring/intra", local_position_, local_size_);
+      across_link_ = connect(cross_host_ring(order_, hosts, rank), "ring/inter", across_position_, across_size_);
+    }
   }
   position_of_.resize(static_cast<size_t>(size));
   for (int p = 0; p < size; ++p) position_of_[static_cast<size_t>(order_[static_cast<size_t>(p)])] = p;
@@ -147,14 +213,7 @@ RingProcessGroup::~RingProcessGroup() {
 // rank 0, which is next to it or is it: so rank 0 gives them a brief while to read it and report
 // back before its process may exit. A rank that died never reports; then the wait ends at the limit.
 void RingProcessGroup::wait_for_failure_reports() {
-  if (!store_) return;
-  try {
-    const ScopedStoreTimeout brief(*store_, kDiagnosticLimit);
-    const auto deadline = std::chrono::steady_clock::now() + kDiagnosticLimit;
-    while (store_->add("ring/failures_reported", 0) < size() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  } catch (const std::exception&) {  // best effort, as first_failure
-  }
+  if (store_) wait_for_count(*store_, "ring/failures_reported", size());
 }
 
 // A rank that is not next to a dead one only sees its neighbour hang up. The store tells it what
@@ -179,6 +238,12 @@ std::string RingProcessGroup::first_failure(const std::string& mine) {
 }
 
 const char* RingProcessGroup::transport_name() const { return transport_name_.c_str(); }
+
+// Every ring this rank is on: a neighbour on any of them may be waiting for it.
+void RingProcessGroup::abort_links(const std::string& reason) {
+  for (RingLink* link : {link_.get(), local_link_.get(), across_link_.get()})
+    if (link != nullptr) link->abort(reason);
+}
 
 std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description, std::function<void(uint64_t, Deadline)> run) {
   auto work = std::make_shared<Work>(std::move(description));
@@ -231,7 +296,7 @@ void RingProcessGroup::communication_loop() {
         std::lock_guard<std::mutex> lock(mutex_);
         broken_ = message;
       }
-      if (link_) link_->abort(e.what());
+      abort_links(e.what());
       job.work->mark_done(std::make_exception_ptr(Error(message)));
     }
   }
@@ -239,11 +304,18 @@ void RingProcessGroup::communication_loop() {
 
 std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_tensor("all_reduce", tensor, "the tensor");
-  RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64 or bfloat16, got ", tensor.dtype());
+  RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64, bfloat16 or float16, got ",
+                 tensor.dtype());
   auto ready = ready_point(tensor);
   return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op, ready](uint64_t c, Deadline d) {
     const HostView view(tensor, ready);
-    ring_all_reduce({link_.get(), position_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
+    if (local_link_) {
+      hierarchical_all_reduce({local_link_.get(), local_position_, local_size_, c, d},
+                              {across_link_.get(), across_position_, across_size_, c, d}, view.data(), tensor.numel(),
+                              tensor.dtype(), op);
+    } else {
+      ring_all_reduce({link_.get(), position_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
+    }
     view.write_back();
   });
 }
@@ -286,7 +358,7 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
 std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                        ReduceOp op) {
   check_tensor("reduce_scatter", output, "the output");
-  RINGGRAD_CHECK(reducible(output.dtype()), "reduce_scatter: expected float32, float64 or bfloat16, got ",
+  RINGGRAD_CHECK(reducible(output.dtype()), "reduce_scatter: expected float32, float64, bfloat16 or float16, got ",
                  output.dtype());
   RINGGRAD_CHECK(static_cast<int>(inputs.size()) == size_, "reduce_scatter: expected ", size_,
                  " input tensors (one per rank), got ", inputs.size());

@@ -8,6 +8,10 @@
 // A collective that fails (a peer died, the deadline passed, ranks disagree) marks its Work with the
 // error, tells the neighbours, and leaves the group broken: every later collective fails at once
 // with the original reason, as an aborted NCCL communicator does. Create a new group to go on.
+//
+// Across hosts with the same number (>= 2) of ranks each, all_reduce is hierarchical by default
+// (hierarchical.h): the group then connects two more rings besides the job's -- one inside this
+// host, one across the hosts -- and the other collectives keep the job's ring.
 #pragma once
 
 #include <condition_variable>
@@ -32,6 +36,9 @@ struct RingOptions {
   RINGGRAD_ARG(std::string, transport) = "auto";             ///< "auto", "tcp" or "shm"
   RINGGRAD_ARG(std::string, master_addr) = "127.0.0.1";      ///< where rank 0's store is, for the TCP links' addresses
   RINGGRAD_ARG(std::chrono::milliseconds, setup_timeout){60000};  ///< connecting the ring
+  /// all_reduce: "auto" (hierarchical across hosts of equal rank counts, else flat), "flat" or
+  /// "hierarchical" (hierarchical.h). Empty: RINGGRAD_RING_ALGORITHM, else "auto".
+  RINGGRAD_ARG(std::string, algorithm);
 };
 
 class RingProcessGroup final : public ProcessGroup {
@@ -45,6 +52,8 @@ class RingProcessGroup final : public ProcessGroup {
   // "shm", "tcp", "shm+tcp" (one link each way: this rank is at the end of its host's stretch of
   // the ring), or "none" for a group of one.
   const char* transport_name() const;
+  // all_reduce's algorithm: "hierarchical" or "flat" (also for a group of one).
+  const char* algorithm_name() const { return local_link_ ? "hierarchical" : "flat"; }
   // The ranks in ring order: host by host (ring_order.h); 0, 1, ..., N-1 when on one host.
   const std::vector<int>& ring_order() const { return order_; }
 
@@ -65,8 +74,14 @@ class RingProcessGroup final : public ProcessGroup {
   std::string first_failure(const std::string& mine);
   void wait_for_failure_reports();
 
+  void abort_links(const std::string& reason);
+
   std::shared_ptr<Store> store_;
   std::unique_ptr<RingLink> link_;
+  // A hierarchical all_reduce's rings: this host's ranks, and the ranks at this rank's place within
+  // their hosts; null when all_reduce is flat.
+  std::unique_ptr<RingLink> local_link_, across_link_;
+  int local_position_ = 0, local_size_ = 1, across_position_ = 0, across_size_ = 1;
   std::string transport_name_ = "none";
   std::string where_;             // " at 10.0.0.2" when the job spans hosts, for messages
   std::vector<int> order_;        // position -> rank

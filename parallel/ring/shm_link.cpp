@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <ringgrad/core/base/error.h>
 
@@ -57,7 +59,13 @@ std::string read_link(const char* path) {
 // (differs between machines that share a hostname), pid namespace (differs between containers) and
 // network namespace (differs between the emulated hosts of tools/cluster.sh, which share everything
 // else: ranks there must talk as separate machines do, over TCP).
+//
+// RINGGRAD_HOST_ID, when set and not empty, is the identity instead (as NCCL_HOSTID is NCCL's): ranks
+// with different ids are on different hosts as far as the ring goes -- TCP between them, even on one
+// machine, which lets tests emulate hosts without root -- and ranks with the same id must really
+// share /dev/shm and a pid namespace.
 std::string host_identity() {
+  if (const char* id = std::getenv("RINGGRAD_HOST_ID"); id != nullptr && *id != '\0') return id;
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   std::string boot_id;
@@ -109,7 +117,11 @@ bool process_alive(pid_t pid) {
   return true;
 }
 
-std::string pid_key(int rank) { return "ring/pid/" + std::to_string(rank); }
+std::string pid_key(const std::string& keys, int rank) { return keys + "/pid/" + std::to_string(rank); }
+std::string channel_key(const std::string& keys, int rank) {
+  return keys + "/shm/" + std::to_string(rank) + "/channel";
+}
+std::string mapped_key(const std::string& keys, int rank) { return keys + "/shm/" + std::to_string(rank) + "/mapped"; }
 
 void set_abort(ShmChannel* channel, int rank, const std::string& reason) {
   if (channel == nullptr) return;
@@ -138,15 +150,15 @@ void check_peer(const std::string& peer, pid_t peer_pid, Deadline deadline, uint
 
 // ---- receiving -----------------------------------------------------------------------------------
 
-ShmRecv::ShmRecv(Store& store, int rank, int prev, const std::string& here)
-    : store_(store), rank_(rank), prev_(prev), prev_name_(peer_name(prev, here)) {
+ShmRecv::ShmRecv(Store& store, std::string keys, int rank, int prev, const std::string& here)
+    : store_(store), keys_(std::move(keys)), rank_(rank), prev_(prev), prev_name_(peer_name(prev, here)) {
   // A random name per channel keeps two jobs on one host from opening each other's channels.
   std::random_device device;
   channel_name_ = detail::str("/ringgrad-", std::hex, device(), device(), "-", std::dec, rank);
   channel_ = map_channel(channel_name_, /*create=*/true);
   try {
-    store.set(pid_key(rank), std::to_string(::getpid()));
-    store.set("ring/shm/" + std::to_string(rank) + "/channel", channel_name_);
+    store.set(pid_key(keys_, rank), std::to_string(::getpid()));
+    store.set(channel_key(keys_, rank), channel_name_);
   } catch (...) {
     // A constructor that throws runs no destructor: give back the named segment here.
     ::shm_unlink(channel_name_.c_str());
@@ -158,8 +170,8 @@ ShmRecv::ShmRecv(Store& store, int rank, int prev, const std::string& here)
 void ShmRecv::accept(Deadline deadline) {
   (void)deadline;  // the store's own timeout bounds the wait
   // Once the previous rank has mapped the channel, nobody needs its name any more.
-  store_.wait({"ring/shm/" + std::to_string(prev_) + "/mapped"});
-  prev_pid_ = std::stoi(store_.get_string(pid_key(prev_)));
+  store_.wait({mapped_key(keys_, prev_)});
+  prev_pid_ = std::stoi(store_.get_string(pid_key(keys_, prev_)));
   ::shm_unlink(channel_name_.c_str());
   unlinked_ = true;
 }
@@ -205,13 +217,13 @@ void ShmRecv::abort(const std::string& reason) { set_abort(channel_, rank_, reas
 
 // ---- sending -------------------------------------------------------------------------------------
 
-ShmSend::ShmSend(Store& store, int rank, int next, const std::string& here)
+ShmSend::ShmSend(Store& store, const std::string& keys, int rank, int next, const std::string& here)
     : rank_(rank), next_name_(peer_name(next, here)) {
-  store.set(pid_key(rank), std::to_string(::getpid()));
-  channel_ = map_channel(store.get_string("ring/shm/" + std::to_string(next) + "/channel"), /*create=*/false);
+  store.set(pid_key(keys, rank), std::to_string(::getpid()));
+  channel_ = map_channel(store.get_string(channel_key(keys, next)), /*create=*/false);
   try {
-    next_pid_ = std::stoi(store.get_string(pid_key(next)));
-    store.set("ring/shm/" + std::to_string(rank) + "/mapped", "1");
+    next_pid_ = std::stoi(store.get_string(pid_key(keys, next)));
+    store.set(mapped_key(keys, rank), "1");
   } catch (...) {
     ::munmap(channel_, sizeof(ShmChannel));
     throw;

@@ -28,8 +28,9 @@ struct ShmChannel;  // the shared layout, in shm_link.cpp
 // Receives from `prev` through a channel this rank creates.
 class ShmRecv final : public RecvHalf {
  public:
-  // Creates the channel and publishes its name. `here`: this host, for messages (RingNeighbours).
-  ShmRecv(Store& store, int rank, int prev, const std::string& here);
+  // Creates the channel and publishes its name under `keys` (RingNeighbours::keys). `here`: this
+  // host, for messages (RingNeighbours).
+  ShmRecv(Store& store, std::string keys, int rank, int prev, const std::string& here);
   ~ShmRecv() override;
   ShmRecv(const ShmRecv&) = delete;
   ShmRecv& operator=(const ShmRecv&) = delete;
@@ -44,6 +45,7 @@ class ShmRecv final : public RecvHalf {
 
  private:
   Store& store_;
+  std::string keys_;
   int rank_, prev_;
   std::string prev_name_;  // "rank 3" or "rank 3 at 10.0.0.2"
   pid_t prev_pid_ = 0;
@@ -59,7 +61,7 @@ class ShmRecv final : public RecvHalf {
 // Sends to `next` through the channel `next` created.
 class ShmSend final : public SendHalf {
  public:
-  ShmSend(Store& store, int rank, int next, const std::string& here);  // maps next's channel
+  ShmSend(Store& store, const std::string& keys, int rank, int next, const std::string& here);  // maps next's channel
   ~ShmSend() override;
   ShmSend(const ShmSend&) = delete;
   ShmSend& operator=(const ShmSend&) = delete;
@@ -81,7 +83,8 @@ class ShmSend final : public SendHalf {
   size_t bytes_ = 0, sent_ = 0;
 };
 
-// This process's host, as far as sharing memory goes (shm_link.cpp says what it is made of).
+// This process's host, as far as sharing memory goes (shm_link.cpp says what it is made of), or
+// RINGGRAD_HOST_ID when that is set and not empty.
 std::string host_identity();
 
 }  // namespace parallel

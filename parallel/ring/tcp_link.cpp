@@ -54,11 +54,11 @@ std::string local_address_towards(const std::string& host) {
 
 // ---- receiving -----------------------------------------------------------------------------------
 
-TcpRecv::TcpRecv(Store& store, int rank, int prev, const std::string& master_addr)
+TcpRecv::TcpRecv(Store& store, const std::string& keys, int rank, int prev, const std::string& master_addr)
     : rank_(rank), prev_(prev), prev_name_(peer_name(prev, "")), token_(job_token()) {
   const std::string me = local_address_towards(master_addr);
   listener_.emplace(me, 0);
-  store.set("ring/tcp/" + std::to_string(rank), me + ":" + std::to_string(listener_->port()));
+  store.set(keys + "/tcp/" + std::to_string(rank), me + ":" + std::to_string(listener_->port()));
 }
 
 void TcpRecv::accept(Deadline deadline) {
@@ -160,11 +160,12 @@ void TcpRecv::abort(const std::string& reason) {
 
 // ---- sending -------------------------------------------------------------------------------------
 
-TcpSend::TcpSend(Store& store, int rank, int next, Deadline deadline) : next_name_(peer_name(next, "")) {
+TcpSend::TcpSend(Store& store, const std::string& keys, int rank, int next, Deadline deadline)
+    : next_name_(peer_name(next, "")) {
   // The next rank's listener is up before it publishes it, and the kernel completes a connection
   // into its backlog before it calls accept(), so connecting never waits for the next rank's own
   // connecting: no rank waits in a circle.
-  const std::string address = store.get_string("ring/tcp/" + std::to_string(next));
+  const std::string address = store.get_string(keys + "/tcp/" + std::to_string(next));
   const size_t colon = address.rfind(':');
   RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next, " published a malformed address '", address, "'");
   next_name_ = peer_name(next, address.substr(0, colon));

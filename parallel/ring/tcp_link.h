@@ -30,8 +30,8 @@ struct TcpMessageHeader {
 
 class TcpRecv final : public RecvHalf {
  public:
-  // Listens, and publishes where, for the previous rank.
-  TcpRecv(Store& store, int rank, int prev, const std::string& master_addr);
+  // Listens, and publishes where under `keys` (RingNeighbours::keys), for the previous rank.
+  TcpRecv(Store& store, const std::string& keys, int rank, int prev, const std::string& master_addr);
   const char* name() const override { return "tcp"; }
   void begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) override;
   bool progress() override;
@@ -59,7 +59,8 @@ class TcpRecv final : public RecvHalf {
 
 class TcpSend final : public SendHalf {
  public:
-  TcpSend(Store& store, int rank, int next, Deadline deadline);  // connects to next's listener, as `rank`
+  // Connects to next's listener (published under `keys`), as `rank`.
+  TcpSend(Store& store, const std::string& keys, int rank, int next, Deadline deadline);
   const char* name() const override { return "tcp"; }
   void begin(uint64_t tag, const void* data, size_t bytes) override;
   bool progress() override;

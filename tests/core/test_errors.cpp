@@ -93,6 +93,13 @@ TEST_CASE("bfloat16 is rejected by the CPU ops", "[errors]") {
   CHECK_ERROR([] { return add(empty({2, 3}, DType::bf16), empty({2, 3}, DType::bf16)); }(), "bfloat16");
 }
 
+TEST_CASE("float16 is rejected by the CPU ops", "[errors]") {
+  // The host holds float16 (DDP's fp16 hook, checkpoints) but computes nothing in it, as bfloat16.
+  CHECK_ERROR([] { return tanh(empty({2, 3}, DType::f16)); }(), "tanh", "float16");
+  CHECK_ERROR([] { return add(empty({2, 3}, DType::f16), empty({2, 3}, DType::f16)); }(), "float16");
+  CHECK_ERROR([] { return empty({2, 3}, DType::f16).to(DType::f32); }(), "float16");
+}
+
 TEST_CASE("requires_grad_ on an integer tensor throws", "[errors]") {
   CHECK_ERROR(full({3}, 1.0, DType::i64).requires_grad_(true), "requires_grad");
 }

@@ -358,6 +358,8 @@ TEST_CASE("cuda backend: errors name the op, the dtype and the device", "[cuda]"
   Tensor h = zeros({4}, TensorOptions(DType::bf16).device(kGpu));
   CHECK_ERROR(gpu().random(RandomKind::Uniform, DType::bf16, h.data(), 4, 1, 0, 0.0, 1.0, stream()), "random",
               "bfloat16", "cuda:0");
+  CHECK_ERROR(gpu().random(RandomKind::Uniform, DType::f16, h.data(), 4, 1, 0, 0.0, 1.0, stream()), "random", "float16",
+              "cuda:0");
   CHECK_ERROR(gpu().unary(UnaryOp::Exp, DType::i64, t.data(), t.data(), 4, 0.0, stream()), "unary", "int64", "cuda:0");
   // Work is only ever queued on ringgrad's own streams, never on the legacy default stream.
   CHECK_ERROR(gpu().fill(DType::f64, t.data(), 4, 0.0, nullptr), "fill", "the null stream");

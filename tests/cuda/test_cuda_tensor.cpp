@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <ringgrad/core/autograd/grad_mode.h>
+#include <ringgrad/core/base/fp16.h>
 #include <ringgrad/core/cuda.h>
 #include <ringgrad/core/gradcheck.h>
 #include <ringgrad/core/ops.h>
@@ -50,6 +51,18 @@ TEST_CASE("cuda tensors: to and back keeps every value of every dtype", "[cuda]"
   const Tensor b = x.to(kGpu, DType::bf16);
   CHECK(b.dtype() == DType::bf16);
   check_close(b.to(Device::cpu(), DType::f32), x, 0, 1.0 / 256, "f32 -> bf16 on cuda:0 -> f32 on the host");
+  // float16 likewise, with 11 significant bits (relative error <= 2^-11), rounded on the GPU exactly
+  // as the host's float_to_fp16 rounds: moved to the host as float16, the bits are those.
+  const Tensor h = x.to(kGpu, DType::f16);
+  CHECK(h.dtype() == DType::f16);
+  check_close(h.to(Device::cpu(), DType::f32), x, 0, 1.0 / 2048, "f32 -> f16 on cuda:0 -> f32 on the host");
+  const Tensor h_host = h.to(Device::cpu());
+  CHECK(h_host.dtype() == DType::f16);
+  const std::vector<float> xs = x.to_vector<float>();
+  const auto* bits = static_cast<const uint16_t*>(h_host.data());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) differ += bits[i] != float_to_fp16(xs[static_cast<size_t>(i)]);
+  CHECK(differ == 0);
 }
 
 TEST_CASE("cuda tensors: dtype conversions during a transfer run on the GPU side", "[cuda]") {
@@ -103,6 +116,28 @@ TEST_CASE("cuda tensors: copy_ across devices, item, to_vector and printing", "[
   cpu_text << full({2}, 1.5);
   const std::string cpu_str = cpu_text.str();
   CHECK(gpu_text.str() == cpu_str.substr(0, cpu_str.size() - 1) + ", device=cuda:0)");
+}
+
+TEST_CASE("cuda tensors: float16 ops compute in float and round the result once", "[cuda]") {
+  require_gpu();
+  const Tensor a16 = seeded_host({33, 7}, DType::f32, 11).to(kGpu, DType::f16);
+  const Tensor b16 = seeded_host({33, 7}, DType::f32, 12).to(kGpu, DType::f16);
+  const Tensor a = a16.to(DType::f32), b = b16.to(DType::f32);  // the float16 values, exactly
+  // add: one float addition, rounded to float16 -- what the host computes from the same values.
+  const Tensor c = a16 + b16;
+  CHECK(c.dtype() == DType::f16);
+  CHECK(c.device() == kGpu);
+  std::vector<float> want = (a + b).to_vector<float>();
+  for (float& v : want) v = fp16_to_float(float_to_fp16(v));
+  check_close(c, from_vector(want, {33, 7}), 0, 0, "f16 add");
+  // The rest within the rounding of the result (2^-11 relative), beside float32 of the same inputs.
+  check_close(tanh(a16), tanh(a), 1e-6, 1.0 / 2048, "f16 tanh");
+  check_close(softmax(a16, 1), softmax(a, 1), 1e-6, 1.0 / 2048, "f16 softmax");
+  check_close(sum(a16, {1}), sum(a, {1}), 1e-5, 1.0 / 2048, "f16 sum over a dimension");
+  CHECK(full({}, 2.5, TensorOptions(DType::f16).device(kGpu)).item() == 2.5);
+  std::ostringstream text;
+  text << full({2}, 1.5, TensorOptions(DType::f16).device(kGpu));
+  CHECK(text.str() == "tensor([1.5000, 1.5000], dtype=float16, device=cuda:0)");
 }
 
 TEST_CASE("cuda tensors: ops and their gradients agree with the CPU", "[cuda]") {

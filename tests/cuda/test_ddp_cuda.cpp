@@ -8,7 +8,13 @@
 // Label `cuda`: these tests FAIL without a GPU (a skipped GPU test reads as a passed one).
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <vector>
+
+#include <ringgrad/core/base/fp16.h>
+#include <ringgrad/parallel/comm_hook.h>
 #include "cuda_test_util.h"
+#include "parallel/ring/ring_process_group.h"
 #include "parallel/spawn_ranks.h"
 
 using ringgrad::test::all_output;
@@ -19,6 +25,35 @@ TEST_CASE("ddp on cuda:0: 2 processes over the ring reproduce one process on the
   ringgrad::test::require_gpu();
   // float32 only: the CUDA backend has no float64 GEMM.
   const JobResult job = spawn_ranks(2, RINGGRAD_DDP_WORKER_PATH, {"train", "device=cuda", "dtype=f32", "cap=0"});
+  INFO(all_output(job));
+  CHECK_FALSE(job.timed_out);
+  for (const auto& r : job.ranks) {
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find(": ok") != std::string::npos);
+  }
+}
+
+TEST_CASE("ddp on cuda:0: the fp16 hook rounds a CUDA bucket as the host does", "[ddp][cuda]") {
+  ringgrad::test::require_gpu();
+  using namespace ringgrad;
+  // A group of one: the division by the world size is by 1, so the bucket comes back as
+  // float32(float16(g)) -- cast by a kernel on the GPU, bit for bit the host's float_to_fp16.
+  auto pg = std::make_shared<parallel::RingProcessGroup>(nullptr, 0, 1);
+  const Tensor g = ringgrad::test::seeded_host({1000}, DType::f32, 31, -3.0, 3.0);
+  parallel::GradBucket bucket{0, g.to(Device::cuda(0))};
+  parallel::fp16_compress_hook()(*pg, bucket)->wait();
+  CHECK(bucket.buffer.device() == Device::cuda(0));
+  CHECK(bucket.buffer.dtype() == DType::f32);
+  std::vector<float> want = g.to_vector<float>();
+  for (float& v : want) v = fp16_to_float(float_to_fp16(v));
+  CHECK(bucket.buffer.to_vector<float>() == want);
+}
+
+TEST_CASE("ddp on cuda:0: 2 processes with the fp16 hook train within float16's rounding of one process",
+          "[ddp][cuda]") {
+  ringgrad::test::require_gpu();
+  const JobResult job =
+      spawn_ranks(2, RINGGRAD_DDP_WORKER_PATH, {"train", "device=cuda", "dtype=f32", "cap=0", "hook=fp16"});
   INFO(all_output(job));
   CHECK_FALSE(job.timed_out);
   for (const auto& r : job.ranks) {

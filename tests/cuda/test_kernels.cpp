@@ -18,8 +18,10 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <ringgrad/core/base/fp16.h>
 #include <ringgrad/kernels/backend.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/elementwise.h"
@@ -54,7 +56,7 @@ class DeviceArray {
   T* as() const {
     return static_cast<T*>(ptr_);
   }
-  // All bits set: NaN in f32, f64 and bf16, -1 in int64.
+  // All bits set: NaN in f32, f64, bf16 and f16, -1 in int64.
   void poison() { RINGGRAD_CUDA_CHECK(cudaMemset(ptr_, 0xFF, bytes_)); }
   template <typename T>
   std::vector<T> download() const {
@@ -198,6 +200,88 @@ TEST_CASE("cuda kernels: strided copy and dtype casts agree with the CPU", "[cud
   cuda::copy(DType::f32, dense(dx.get(), {rows * cols}), DType::bf16, dense(db.get(), {rows * cols}), nullptr);
   cuda::copy(DType::bf16, dense(db.get(), {rows * cols}), DType::f32, dense(dback.get(), {rows * cols}), nullptr);
   check_close(dback.download<float>(), x, 0, 1.0 / 256, "f32 -> bf16 -> f32");
+
+  // f32 -> f16 -> f32: each value rounded once, to nearest even, bit for bit as the host's
+  // float_to_fp16 (core/base/fp16.h, written apart from CUDA's) rounds it, and widened exactly.
+  DeviceArray dh(x.size() * 2), dhback(x.size() * 4);
+  dh.poison();
+  dhback.poison();
+  cuda::copy(DType::f32, dense(dx.get(), {rows * cols}), DType::f16, dense(dh.get(), {rows * cols}), nullptr);
+  cuda::copy(DType::f16, dense(dh.get(), {rows * cols}), DType::f32, dense(dhback.get(), {rows * cols}), nullptr);
+  const std::vector<uint16_t> bits = dh.download<uint16_t>();
+  std::vector<uint16_t> want_bits(x.size());
+  std::vector<float> widened(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    want_bits[i] = float_to_fp16(x[i]);
+    widened[i] = fp16_to_float(want_bits[i]);
+  }
+  CHECK(bits == want_bits);
+  check_close(dhback.download<float>(), widened, 0, 0, "f32 -> f16 -> f32");
+  check_close(dhback.download<float>(), x, 0, 1.0 / 2048, "f32 -> f16 -> f32, against the input");
+}
+
+TEST_CASE("cuda kernels: float16 conversions round as the host does, at the range's edges too", "[cuda][kernels]") {
+  require_gpu();
+  // Every float16 bit pattern widens exactly (a NaN to a NaN).
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  for (size_t i = 0; i < all.size(); ++i) wide[i] = fp16_to_float(all[i]);
+  DeviceArray dall(all), dwide(all.size() * 4);
+  dwide.poison();
+  cuda::copy(DType::f16, dense(dall.get(), {65536}), DType::f32, dense(dwide.get(), {65536}), nullptr);
+  check_close(dwide.download<float>(), wide, 0, 0, "every f16 -> f32");
+
+  // float32 at the edges: overflow from 65520, the subnormals and their ties, ties between normals.
+  const float m24 = std::ldexp(1.0f, -24), m25 = std::ldexp(1.0f, -25);
+  const std::vector<float> edges = {65504.0f,
+                                    std::nextafter(65520.0f, 0.0f),
+                                    65520.0f,
+                                    1e10f,
+                                    -65520.0f,
+                                    INFINITY,
+                                    -INFINITY,
+                                    0.0f,
+                                    -0.0f,
+                                    m24,
+                                    m25,
+                                    std::nextafter(m25, 1.0f),
+                                    3 * m25,
+                                    1023 * m24,
+                                    1024 * m24 - m25,
+                                    1.0f + std::ldexp(1.0f, -11),
+                                    1.0f + 3 * std::ldexp(1.0f, -11),
+                                    1e-30f,
+                                    2049.0f,
+                                    -1.5f,
+                                    NAN};
+  const int64_t n = static_cast<int64_t>(edges.size());
+  DeviceArray dedges(edges), dh(edges.size() * 2);
+  dh.poison();
+  cuda::copy(DType::f32, dense(dedges.get(), {n}), DType::f16, dense(dh.get(), {n}), nullptr);
+  const std::vector<uint16_t> got = dh.download<uint16_t>();
+  for (size_t i = 0; i < edges.size(); ++i) {
+    INFO("f32 " << edges[i] << " -> f16 bits " << std::hex << got[i] << ", host " << float_to_fp16(edges[i]));
+    if (std::isnan(edges[i]))
+      CHECK(((got[i] & 0x7c00) == 0x7c00 && (got[i] & 0x3ff) != 0));  // a NaN (CUDA's is 0x7fff)
+    else
+      CHECK(got[i] == float_to_fp16(edges[i]));
+  }
+
+  // float64 straight to float16 is one rounding, not two: 1 + 2^-11 + 2^-40 is above the tie that
+  // float32 would round it to, so it goes up; 2^-25 + 2^-60 is past half the smallest subnormal.
+  const std::vector<double> doubles = {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
+                                       std::ldexp(1.0, -25) + std::ldexp(1.0, -60),
+                                       65519.99999,
+                                       65520.0,
+                                       std::ldexp(1.0, -25),
+                                       -1e300};
+  const std::vector<uint16_t> want = {0x3c01, 0x0001, 0x7bff, 0x7c00, 0x0000, 0xfc00};
+  DeviceArray dd(doubles), dh64(doubles.size() * 2);
+  dh64.poison();
+  cuda::copy(DType::f64, dense(dd.get(), {static_cast<int64_t>(doubles.size())}), DType::f16,
+             dense(dh64.get(), {static_cast<int64_t>(doubles.size())}), nullptr);
+  CHECK(dh64.download<uint16_t>() == want);
 }
 
 TEST_CASE("cuda kernels: unary ops and their backward agree with the CPU", "[cuda][kernels]") {
@@ -242,7 +326,7 @@ TEST_CASE("cuda kernels: unary ops and their backward agree with the CPU", "[cud
   }
 }
 
-TEST_CASE("cuda kernels: unary in float64 and bfloat16 agree with the CPU", "[cuda][kernels]") {
+TEST_CASE("cuda kernels: unary in float64, bfloat16 and float16 agree with the CPU", "[cuda][kernels]") {
   require_gpu();
   const int64_t n = GENERATE(7, 1000);
   const std::vector<double> x = seeded<double>(static_cast<size_t>(n), 21);
@@ -255,24 +339,27 @@ TEST_CASE("cuda kernels: unary in float64 and bfloat16 agree with the CPU", "[cu
     check_close(dy.download<double>(), y, 1e-15, ulps<double>(8),
                 "f64 unary op " + std::to_string(static_cast<int>(op)));
   }
-  // bf16: round x to bf16 on the GPU, apply tanh in bf16, widen; against the CPU's f32 tanh of the
-  // same rounded x, within bf16's rounding of the result (2^-8 relative) plus a little.
-  const std::vector<float> xf = seeded<float>(static_cast<size_t>(n), 22);
-  DeviceArray dxf(xf), dxb(xf.size() * 2), dyb(xf.size() * 2), dxr(xf.size() * 4), dyf(xf.size() * 4);
-  const StridedDesc flat_f = dense(dxf.get(), {n}), flat_b = dense(dxb.get(), {n});
-  cuda::copy(DType::f32, flat_f, DType::bf16, flat_b, nullptr);
-  cuda::copy(DType::bf16, flat_b, DType::f32, dense(dxr.get(), {n}), nullptr);
-  dyb.poison();
-  cuda::unary(UnaryOp::Tanh, DType::bf16, dxb.get(), dyb.get(), n, 0.0, nullptr);
-  cuda::copy(DType::bf16, dense(dyb.get(), {n}), DType::f32, dense(dyf.get(), {n}), nullptr);
-  std::vector<float> xr = dxr.download<float>(), expected(xr.size());
-  cpu().unary(UnaryOp::Tanh, DType::f32, xr.data(), expected.data(), n, 0.0, nullptr);
-  check_close(dyf.download<float>(), expected, 1e-6, 1.0 / 256, "bf16 tanh");
+  // bf16 and f16: round x to the 16-bit type on the GPU, apply tanh in it, widen; against the CPU's
+  // f32 tanh of the same rounded x, within the rounding of the result (2^-8 relative for bf16's 8
+  // significant bits, 2^-11 for f16's 11) plus a little.
+  for (const auto& [dt, rtol] : {std::pair{DType::bf16, 1.0 / 256}, std::pair{DType::f16, 1.0 / 2048}}) {
+    const std::vector<float> xf = seeded<float>(static_cast<size_t>(n), 22);
+    DeviceArray dxf(xf), dxb(xf.size() * 2), dyb(xf.size() * 2), dxr(xf.size() * 4), dyf(xf.size() * 4);
+    const StridedDesc flat_f = dense(dxf.get(), {n}), flat_b = dense(dxb.get(), {n});
+    cuda::copy(DType::f32, flat_f, dt, flat_b, nullptr);
+    cuda::copy(dt, flat_b, DType::f32, dense(dxr.get(), {n}), nullptr);
+    dyb.poison();
+    cuda::unary(UnaryOp::Tanh, dt, dxb.get(), dyb.get(), n, 0.0, nullptr);
+    cuda::copy(dt, dense(dyb.get(), {n}), DType::f32, dense(dyf.get(), {n}), nullptr);
+    std::vector<float> xr = dxr.download<float>(), expected(xr.size());
+    cpu().unary(UnaryOp::Tanh, DType::f32, xr.data(), expected.data(), n, 0.0, nullptr);
+    check_close(dyf.download<float>(), expected, 1e-6, rtol, detail::str(dt, " tanh"));
+  }
 }
 
 // SiLU is a functor of kernels/unary_ops.h like the others: this checks that one table entry gives
 // the CUDA kernel, in every dtype and on both the vectorised and the scalar path.
-TEST_CASE("cuda kernels: silu and its backward agree with the CPU at odd sizes in f32, f64 and bf16",
+TEST_CASE("cuda kernels: silu and its backward agree with the CPU at odd sizes in f32, f64, bf16 and f16",
           "[cuda][kernels]") {
   require_gpu();
   const int64_t n = GENERATE(1, 3, 37, 1001);
@@ -312,21 +399,23 @@ TEST_CASE("cuda kernels: silu and its backward agree with the CPU at odd sizes i
   check_close(tail(dyds.download<double>()), tail(yd), 1e-15, ulps<double>(8), "f64 silu");
   check_close(tail(ddxd.download<double>()), tail(dxd), 1e-15, ulps<double>(16), "f64 silu backward");
 
-  // bf16: x rounded to bf16 on the GPU, silu computed in float and rounded back, widened; against
-  // the CPU's f32 silu of the same rounded x, within bf16's rounding of the result (2^-8 relative).
-  DeviceArray dxb(total * 2), dyb(total * 2), dxr(total * 4), dyf(total * 4);
-  cuda::copy(DType::f32, dense(dxs.get(), {static_cast<int64_t>(total)}), DType::bf16,
-             dense(dxb.get(), {static_cast<int64_t>(total)}), nullptr);
-  cuda::copy(DType::bf16, dense(dxb.get(), {static_cast<int64_t>(total)}), DType::f32,
-             dense(dxr.get(), {static_cast<int64_t>(total)}), nullptr);
-  dyb.poison();
-  cuda::unary(UnaryOp::Silu, DType::bf16, dxb.as<uint16_t>() + misalign, dyb.as<uint16_t>() + misalign, n, 0.0,
-              nullptr);
-  cuda::copy(DType::bf16, dense(dyb.as<uint16_t>() + misalign, {n}), DType::f32, dense(dyf.as<float>() + misalign, {n}),
-             nullptr);
-  std::vector<float> xr = dxr.download<float>(), expected(total);
-  cpu().unary(UnaryOp::Silu, DType::f32, xr.data() + misalign, expected.data() + misalign, n, 0.0, nullptr);
-  check_close(tail(dyf.download<float>()), tail(expected), 1e-6, 1.0 / 256, "bf16 silu");
+  // bf16 and f16: x rounded to the 16-bit type on the GPU, silu computed in float and rounded back,
+  // widened; against the CPU's f32 silu of the same rounded x, within the rounding of the result
+  // (2^-8 relative for bf16, 2^-11 for f16).
+  for (const auto& [dt, rtol] : {std::pair{DType::bf16, 1.0 / 256}, std::pair{DType::f16, 1.0 / 2048}}) {
+    DeviceArray dxb(total * 2), dyb(total * 2), dxr(total * 4), dyf(total * 4);
+    cuda::copy(DType::f32, dense(dxs.get(), {static_cast<int64_t>(total)}), dt,
+               dense(dxb.get(), {static_cast<int64_t>(total)}), nullptr);
+    cuda::copy(dt, dense(dxb.get(), {static_cast<int64_t>(total)}), DType::f32,
+               dense(dxr.get(), {static_cast<int64_t>(total)}), nullptr);
+    dyb.poison();
+    cuda::unary(UnaryOp::Silu, dt, dxb.as<uint16_t>() + misalign, dyb.as<uint16_t>() + misalign, n, 0.0, nullptr);
+    cuda::copy(dt, dense(dyb.as<uint16_t>() + misalign, {n}), DType::f32, dense(dyf.as<float>() + misalign, {n}),
+               nullptr);
+    std::vector<float> xr = dxr.download<float>(), expected(total);
+    cpu().unary(UnaryOp::Silu, DType::f32, xr.data() + misalign, expected.data() + misalign, n, 0.0, nullptr);
+    check_close(tail(dyf.download<float>()), tail(expected), 1e-6, rtol, detail::str(dt, " silu"));
+  }
 }
 
 TEST_CASE("cuda kernels: binary ops with broadcasting agree with the CPU bitwise", "[cuda][kernels]") {
@@ -615,6 +704,10 @@ TEST_CASE("cuda kernels: unsupported dtypes are rejected with the kernel's name"
   using Catch::Matchers::Contains;
   CHECK_THROWS_WITH(cuda::random(RandomKind::Uniform, DType::bf16, nullptr, 4, 1, 0, 0.0, 1.0, nullptr),
                     Contains("random") && Contains("bfloat16"));
+  CHECK_THROWS_WITH(cuda::random(RandomKind::Uniform, DType::f16, nullptr, 4, 1, 0, 0.0, 1.0, nullptr),
+                    Contains("random: the CUDA backend supports float32, float64 here, got float16"));
+  CHECK_THROWS_WITH(cuda::unary(UnaryOp::Neg, DType::i64, nullptr, nullptr, 4, 0.0, nullptr),
+                    Contains("supports float32, float64, bfloat16 and float16 here, got int64"));
   CHECK_THROWS_WITH(cuda::unary(UnaryOp::Neg, DType::i64, nullptr, nullptr, 4, 0.0, nullptr),
                     Contains("unary") && Contains("int64"));
   CHECK_THROWS_WITH(cuda::dropout(DType::f32, nullptr, nullptr, nullptr, 4, 1.5, 1, 0, nullptr),

@@ -89,11 +89,11 @@ TEST_CASE("nccl: a group of one on cuda:0 starts through init_process_group and 
   parallel::destroy_process_group();
 }
 
-TEST_CASE("nccl: all_reduce sum, avg, min and max leave a lone rank's values, in float32, float64 and bfloat16",
+TEST_CASE("nccl: all_reduce sum, avg, min and max leave a lone rank's values, in every floating dtype",
           "[nccl][cuda]") {
   require_nccl_gpu();
   auto pg = group_of_one();  // one communicator for every case: creating one takes a while
-  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
     for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min, RedOp::Max}) {
       for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{(1 << 20) + 3}}) {
         INFO(dtype_name(dt) << " " << parallel::reduce_op_name(op) << " n=" << n);
@@ -112,7 +112,7 @@ TEST_CASE("nccl: all_reduce sum, avg, min and max leave a lone rank's values, in
 TEST_CASE("nccl: broadcast from root 0 moves any dtype, bytes as they are", "[nccl][cuda]") {
   require_nccl_gpu();
   auto pg = group_of_one();
-  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i64, DType::u8}) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::u8}) {
     INFO(dtype_name(dt));
     Tensor t = (rank_values(0, 777, DType::f32, 0) + 8.0).to(dt);  // 0..30: fits uint8
     pg->broadcast(t, 0)->wait();
@@ -139,7 +139,7 @@ TEST_CASE("nccl: reduce_scatter of a lone rank writes its input into the output 
           "[nccl][cuda]") {
   require_nccl_gpu();
   auto pg = group_of_one();
-  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
     for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min, RedOp::Max}) {
       INFO(dtype_name(dt) << " " << parallel::reduce_op_name(op));
       const Tensor input = rank_values(0, 4097, dt, 0);
@@ -257,7 +257,7 @@ TEST_CASE("nccl: wrong tensors are refused on the caller with what was expected 
   CHECK_THROWS_MATCHES(pg->all_reduce(matrix.t()), Error, MessageContainsAll({"all_reduce", "contiguous", "[6, 4]"}));
   const Tensor labels = zeros({8}, TensorOptions(DType::i64).device(Device::cuda(0)));
   CHECK_THROWS_MATCHES(pg->all_reduce(labels), Error,
-                       MessageContainsAll({"all_reduce", "float32, float64 or bfloat16", "int64"}));
+                       MessageContainsAll({"all_reduce", "float32, float64, bfloat16 or float16", "int64"}));
   const Tensor x = zeros({8}, TensorOptions(DType::f32).device(Device::cuda(0)));
   CHECK_THROWS_MATCHES(pg->all_gather({x, x}, x), Error,
                        MessageContainsAll({"all_gather", "expected 1 output tensors", "got 2"}));
@@ -325,7 +325,7 @@ TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly", "[ncc
   test::require_gpus(2);
   const int64_t n = 100003;  // odd: blocks of unequal size for NCCL's channels
   const auto errors = run_two_ranks([&](int rank, const std::shared_ptr<parallel::ProcessGroup>& pg) {
-    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
       for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min, RedOp::Max}) {
         Tensor t = rank_values(rank, n, dt, rank);
         pg->all_reduce(t, op)->wait();

@@ -498,11 +498,13 @@ TEST_CASE("dropout: drops a fraction near p and scales the kept by 1/(1-p)", "[k
   CHECK(static_cast<double>(dropped) / n == Approx(p).margin(0.01));
 }
 
-TEST_CASE("dtypes: the CPU kernels reject bfloat16, naming the kernel", "[kernels]") {
+TEST_CASE("dtypes: the CPU kernels reject bfloat16 and float16, naming the kernel", "[kernels]") {
   std::vector<uint16_t> x(4), y(4);
   CHECK_THROWS_AS(cpu().unary(UnaryOp::Neg, DType::bf16, x.data(), y.data(), 4, 0.0, nullptr), Error);
   CHECK_THROWS_WITH(cpu().unary(UnaryOp::Neg, DType::bf16, x.data(), y.data(), 4, 0.0, nullptr),
                     "unary: the CPU backend supports float32 and float64, got bfloat16");
+  CHECK_THROWS_WITH(cpu().unary(UnaryOp::Neg, DType::f16, x.data(), y.data(), 4, 0.0, nullptr),
+                    "unary: the CPU backend supports float32 and float64, got float16");
   GemmArgs g;
   g.dtype = DType::i64;
   CHECK_THROWS_WITH(cpu().gemm(g, nullptr), Catch::StartsWith("gemm: the CPU backend supports float32 and float64"));

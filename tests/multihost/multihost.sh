@@ -4,14 +4,15 @@
 # machine would: `ringrun --nnodes H --node-rank h --master-addr <host 0> ...`.
 #
 #   collectives    every collective of the ring, exact, across the hosts; shared memory between a
-#                  host's ranks and TCP between hosts, in one ring
+#                  host's ranks and TCP between hosts, in one ring; all_reduce hierarchical when the
+#                  hosts have 2 or more ranks each
 #   interleaved    the same with rank r on host r % H (Slurm's cyclic placement), started without
 #                  ringrun: the ring still goes host by host
 #   ddp            DDP (SGD and AdamW, float64) reproduces one process training on the global batch
 #   gloo           every collective on the gloo backend (BACKEND=gloo), across the hosts
 #   torchrun       the collectives under torchrun (TORCHRUN_PYTHON), one per host, its own rendezvous
 #   mpirun         the collectives under Open MPI's mpirun (MPIRUN), started once on host 0, which
-#                  reaches the other hosts through netns_rsh_agent.sh; ranks placed round-robin
+#                  reaches the other hosts through tools/netns_rsh_agent.sh; ranks placed round-robin
 #                  (--map-by node), so the ring is reordered host by host
 #   link_down      host 1's cable is unplugged in the middle of a stream of all-reduces
 #   host_killed    host 1's ringrun is killed with SIGKILL (its ranks go with it)
@@ -145,6 +146,11 @@ case "$scenario" in
       ((nproc > 1 && (local_rank == 0 || local_rank == nproc - 1))) && want=shm+tcp
       grep -q "^\[rank $r\] rank $r transport $want$" "$logs"/host*.log ||
         fail "rank $r: expected transport $want, got: $(grep -h "^\[rank $r\] rank $r transport" "$logs"/host*.log)"
+      # Hosts of 2 or more ranks each: all_reduce goes hierarchical (RingOptions::algorithm "auto").
+      want=flat
+      ((nhosts > 1 && nproc > 1)) && want=hierarchical
+      grep -q "^\[rank $r\] rank $r algorithm $want$" "$logs"/host*.log ||
+        fail "rank $r: expected algorithm $want, got: $(grep -h "^\[rank $r\] rank $r algorithm" "$logs"/host*.log)"
     done
     check_nothing_left
     echo "ok (collectives): $world ranks on $nhosts hosts, every collective exact"
@@ -222,7 +228,7 @@ case "$scenario" in
     host_list=""
     for a in "${addrs[@]}"; do host_list+="${host_list:+,}$a:$nproc"; done
     ip netns exec "${hosts[0]}" "${MPIRUN:?}" --allow-run-as-root --oversubscribe --host "$host_list" -np "$world" \
-      --map-by node --mca plm_rsh_agent "$(dirname "${BASH_SOURCE[0]}")/netns_rsh_agent.sh" \
+      --map-by node --mca plm_rsh_agent "$(dirname "${BASH_SOURCE[0]}")/../../tools/netns_rsh_agent.sh" \
       --mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 \
       -x MASTER_ADDR="${addrs[0]}" -x MASTER_PORT=29500 -x RINGGRAD_JOB_TOKEN -x RINGGRAD_CLUSTER_HOSTS \
       "$DIST_WORKER" collectives >"$logs/mpirun.log" 2>&1 || fail "mpirun exited $?"

@@ -62,11 +62,18 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
   return out;
 }
 
-Tensor bf16_from_bits(const std::vector<uint16_t>& bits, const Shape& shape) {
-  Tensor t = empty(shape, DType::bf16);
+// A 2-byte tensor (bfloat16 or float16) from its bits: the host computes nothing in either.
+Tensor from_bits(const std::vector<uint16_t>& bits, const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
   REQUIRE(static_cast<size_t>(t.numel()) == bits.size());
   if (!bits.empty()) std::memcpy(t.data(), bits.data(), bits.size() * 2);
   return t;
+}
+Tensor bf16_from_bits(const std::vector<uint16_t>& bits, const Shape& shape) {
+  return from_bits(bits, shape, DType::bf16);
+}
+Tensor f16_from_bits(const std::vector<uint16_t>& bits, const Shape& shape) {
+  return from_bits(bits, shape, DType::f16);
 }
 
 void check_same(const Tensor& got, const Tensor& expected) {
@@ -100,11 +107,14 @@ TEST_CASE("safetensors: every dtype round-trips bit-exactly", "[safetensors]") {
   tensors["i64"] = from_vector<int64_t>({0, -1, INT64_MAX, INT64_MIN, 42, 7}, {2, 3});
   tensors["u8"] = from_vector<uint8_t>({0, 1, 127, 128, 254, 255, 3, 4, 5, 6, 7, 8}, {4, 1, 3});
   tensors["bf16"] = bf16_from_bits({0x3f80, 0xc020, 0x7f80, 0x0001}, {2, 2});
+  tensors["f16"] =
+      f16_from_bits({0x3c00, 0xc100, 0x7bff, 0x0001, 0x8000, 0x7e00}, {3, 2});  // 1 -2.5 65504 2^-24 -0 NaN
   tensors["scalar f32"] = scalar_tensor(-0.0);
   tensors["scalar i64"] = scalar_tensor(9, DType::i64);
   tensors["empty f64"] = empty({0, 4}, DType::f64);
   tensors["empty i64"] = empty({0}, DType::i64);
   tensors["empty bf16"] = empty({2, 0, 3}, DType::bf16);
+  tensors["empty f16"] = empty({0}, DType::f16);
   tensors["nan and inf"] = from_vector<float>({NAN, INFINITY, -INFINITY, 1e-45f});
   const std::string path = dir.file("all.safetensors");
   nn::save_safetensors(path, tensors);
@@ -118,6 +128,7 @@ TEST_CASE("safetensors: every dtype round-trips bit-exactly", "[safetensors]") {
   }
   CHECK(loaded.at("scalar f32").dim() == 0);
   CHECK(loaded.at("empty bf16").shape() == Shape{2, 0, 3});
+  CHECK(loaded.at("f16").dtype() == DType::f16);
 }
 
 TEST_CASE("safetensors: views are written densely in row-major order", "[safetensors]") {
@@ -132,6 +143,7 @@ TEST_CASE("safetensors: views are written densely in row-major order", "[safeten
   views["expanded"] = from_vector<int64_t>({1, 2, 3}, {3, 1}).expand({3, 5});
   views["permuted"] = arange(0.0, 24.0, 1.0, DType::f64).reshape({2, 3, 4}).permute({2, 0, 1});
   views["bf16 transposed"] = bits.t();
+  views["f16 transposed"] = f16_from_bits({1, 2, 3, 4, 5, 6}, {2, 3}).t();
   for (const auto& [name, v] : views) {
     INFO(name);
     CHECK_FALSE(v.is_contiguous());
@@ -146,6 +158,7 @@ TEST_CASE("safetensors: views are written densely in row-major order", "[safeten
   CHECK(loaded.at("transposed").to_vector<float>() ==
         std::vector<float>({0, 6, 12, 18, 1, 7, 13, 19, 2, 8, 14, 20, 3, 9, 15, 21, 4, 10, 16, 22, 5, 11, 17, 23}));
   CHECK(bytes_of(loaded.at("bf16 transposed")) == std::vector<uint8_t>({1, 0, 4, 0, 2, 0, 5, 0, 3, 0, 6, 0}));
+  CHECK(bytes_of(loaded.at("f16 transposed")) == std::vector<uint8_t>({1, 0, 4, 0, 2, 0, 5, 0, 3, 0, 6, 0}));
   // The file holds exactly the elements of the views, not their bases' storage.
   const std::string bytes = read_file(path);
   uint64_t header_bytes = 0;
@@ -173,7 +186,7 @@ TEST_CASE("safetensors: metadata round-trips and is only written on success", "[
   CHECK(read_file(path).find("__metadata__") == std::string::npos);  // as the reference: absent, not {}
 
   // A file that fails to load leaves the caller's map alone.
-  write_file(path, make_file(R"({"__metadata__":{"a":"b"},"x":{"dtype":"F16","shape":[],"data_offsets":[0,2]}})", 2));
+  write_file(path, make_file(R"({"__metadata__":{"a":"b"},"x":{"dtype":"I32","shape":[],"data_offsets":[0,4]}})", 4));
   got = {{"kept", "yes"}};
   CHECK_THROWS_AS(nn::load_safetensors(path, &got), Error);
   CHECK(got == std::map<std::string, std::string>{{"kept", "yes"}});
@@ -235,6 +248,28 @@ TEST_CASE("safetensors: reads a file written by the reference library bit-exactl
   for (const auto& [name, x] : t) check_same(again.at(name), x);
 }
 
+TEST_CASE("safetensors: reads F16 as IEEE half in little-endian order, and writes it back the same", "[safetensors]") {
+  // golden.safetensors predates float16 in ringgrad; this file is what the reference writes for
+  // torch.tensor([1.0, -2.5, 65504.0, 2**-24], dtype=torch.float16): IEEE binary16, little-endian.
+  TempDir dir;
+  const std::string header = R"({"h":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}})";
+  const std::string data("\x00\x3c\x00\xc1\xff\x7b\x01\x00", 8);
+  const std::string path = dir.file("f16.safetensors");
+  write_file(path, le64(header.size()) + header + data);
+  const nn::StateDict t = nn::load_safetensors(path);
+  const Tensor& h = t.at("h");
+  CHECK(h.dtype() == DType::f16);
+  CHECK(h.shape() == Shape{2, 2});
+  CHECK(h.select(0, 0).select(0, 0).item() == 1.0);
+  CHECK(h.select(0, 0).select(0, 1).item() == -2.5);
+  CHECK(h.select(0, 1).select(0, 0).item() == 65504.0);
+  CHECK(h.select(0, 1).select(0, 1).item() == std::ldexp(1.0, -24));
+  nn::save_safetensors(dir.file("again.safetensors"), t);
+  const std::string again = read_file(dir.file("again.safetensors"));
+  CHECK(again.find(R"("dtype":"F16")") != std::string::npos);
+  CHECK(again.substr(again.size() - 8) == data);
+}
+
 TEST_CASE("safetensors: each kind of bad file is rejected with a message naming the file and the problem",
           "[safetensors]") {
   TempDir dir;
@@ -261,8 +296,8 @@ TEST_CASE("safetensors: each kind of bad file is rejected with a message naming 
       {"missing dtype", make_file(R"({"a":{"shape":[1],"data_offsets":[0,4]}})", 4), "expected the fields"},
       {"dtype not a string", make_file(R"({"a":{"dtype":5,"shape":[1],"data_offsets":[0,4]}})", 4),
        "expected \"dtype\" to be a string"},
-      {"unknown dtype", make_file(R"({"a":{"dtype":"F16","shape":[1],"data_offsets":[0,2]}})", 2),
-       "unsupported dtype \"F16\""},
+      {"unknown dtype", make_file(R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", 4),
+       "unsupported dtype \"I32\" (ringgrad reads F32, F64, I64, U8, BF16 and F16)"},
       {"shape not an array", make_file(R"({"a":{"dtype":"F32","shape":"1","data_offsets":[0,4]}})", 4),
        "expected \"shape\" to be an array"},
       {"negative size", make_file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4),
@@ -430,6 +465,7 @@ TEST_CASE("safetensors: mutated files either load or throw ringgrad::Error", "[s
                                               "18446744073709551615",
                                               "9223372036854775807",
                                               "\"F16\"",
+                                              "\"I32\"",
                                               "\"BF16\"",
                                               "\"U8\"",
                                               "\"data_offsets\":[0,0]",

@@ -2,14 +2,18 @@
 //
 // In one process (a group of one, whose all-reduce changes nothing) a hook's own work is visible
 // exactly: what it does to the bucket, how often and in what order it runs. Across processes,
-// test_ddp.cpp's workers train with hook=bf16 against one process on the global batch.
+// the DDP workers train with hook=bf16 and hook=fp16 against one process on the global batch, and
+// check that fp16's division before the sum keeps in-range averages of out-of-range sums finite.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <ringgrad/core/base/bf16.h>
+#include <ringgrad/core/base/fp16.h>
 #include <ringgrad/ringgrad.h>
 #include "parallel/ring/ring_process_group.h"
 #include "spawn_ranks.h"
@@ -65,6 +69,64 @@ TEST_CASE("comm hook: bf16 sends each bucket as bfloat16 and casts the average b
   CHECK(any_rounded);  // else this test could not tell the hook from the default
 }
 
+TEST_CASE("comm hook: fp16 sends each bucket as float16 and casts the average back", "[ddp][comm_hook]") {
+  std::vector<Tensor> reference;
+  const auto model = model_and_grads(parallel::DDPOptions().comm_hook(parallel::fp16_compress_hook()), &reference);
+  const auto params = model->parameters();
+  bool any_rounded = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor grad = params[i].grad();
+    CHECK(grad.dtype() == DType::f32);
+    // Exactly float32(float16(g)): in a group of one the division by the world size is by 1, and
+    // the compression the only change. float16 keeps 3 more bits than bfloat16, so the rounding is
+    // finer -- but there is one.
+    std::vector<float> rounded = reference[i].to_vector<float>();
+    for (float& v : rounded) v = fp16_to_float(float_to_fp16(v));
+    CHECK(grad.to_vector<float>() == rounded);
+    any_rounded = any_rounded || grad.to_vector<float>() != reference[i].to_vector<float>();
+  }
+  CHECK(any_rounded);  // else this test could not tell the hook from the default
+}
+
+TEST_CASE("comm hook: fp16 keeps float16's range -- tiny gradients flush to zero, huge ones overflow",
+          "[ddp][comm_hook]") {
+  // The caveat the hook documents, in a group of one: float64 and float16 buckets too.
+  auto pg = group_of_one();
+  const std::vector<double> values = {1.0, 1e-9, -1e-9, 1e-6, 65504.0, 65520.0, -1e5, 0.1};
+  for (const DType dt : {DType::f32, DType::f64}) {
+    parallel::GradBucket bucket{0, from_vector(values, {8}).to(dt)};
+    parallel::fp16_compress_hook()(*pg, bucket)->wait();
+    CHECK(bucket.buffer.dtype() == dt);
+    const std::vector<double> got = bucket.buffer.to(DType::f64).to_vector<double>();
+    INFO("dtype " << dt);
+    CHECK(got[0] == 1.0);
+    CHECK(got[1] == 0.0);  // below 2^-25: zero
+    CHECK(got[2] == 0.0);
+    CHECK(std::signbit(got[2]));             // of its sign
+    CHECK(got[3] == std::ldexp(17.0, -24));  // a subnormal: 1e-6 is 16.78 units of 2^-24
+    CHECK(got[4] == 65504.0);                // the largest finite float16
+    CHECK(got[5] == INFINITY);               // the midpoint to 2^16 and up
+    CHECK(got[6] == -INFINITY);
+    CHECK(got[7] == fp16_to_float(float_to_fp16(0.1f)));
+  }
+  // A float16 bucket goes as it is (divided by 1 here): its bits come back unchanged.
+  Tensor half = empty({3}, DType::f16);
+  const uint16_t bits[] = {0x3555, 0x8001, 0x7bff};
+  std::memcpy(half.data(), bits, sizeof bits);
+  parallel::GradBucket bucket{0, half};
+  parallel::fp16_compress_hook()(*pg, bucket)->wait();
+  CHECK(std::memcmp(bucket.buffer.data(), bits, sizeof bits) == 0);
+}
+
+TEST_CASE("comm hook: fp16 refuses a bucket of another dtype, naming it", "[ddp][comm_hook]") {
+  auto pg = group_of_one();
+  parallel::GradBucket bf16_bucket{0, empty({4}, DType::bf16)};
+  CHECK_ERROR(parallel::fp16_compress_hook()(*pg, bf16_bucket), "fp16_compress_hook",
+              "float32, float64 or float16 bucket", "bfloat16");
+  parallel::GradBucket labels{0, zeros({4}, DType::i64)};
+  CHECK_ERROR(parallel::fp16_compress_hook()(*pg, labels), "fp16_compress_hook", "int64");
+}
+
 TEST_CASE("comm hook: one's own hook runs once per bucket per step, in bucket order", "[ddp][comm_hook]") {
   auto seen = std::make_shared<std::vector<int>>();
   parallel::CommHook hook = [seen](parallel::ProcessGroup& pg, parallel::GradBucket& bucket) {
@@ -100,11 +162,11 @@ TEST_CASE("comm hook: a continuation runs once, after the collective, and its er
   CHECK_ERROR(failing->wait(), "the cast back failed");
 }
 
-TEST_CASE("comm hook: names select hooks, and fp16 is refused pointing at bf16", "[ddp][comm_hook]") {
+TEST_CASE("comm hook: names select hooks, and an unknown name lists the known ones", "[ddp][comm_hook]") {
   CHECK(parallel::comm_hook_named("none") != nullptr);
   CHECK(parallel::comm_hook_named("bf16") != nullptr);
-  CHECK_ERROR(parallel::comm_hook_named("fp16"), "fp16", "float16", "bf16");
-  CHECK_ERROR(parallel::comm_hook_named("int8"), "comm hook", "'none' or 'bf16'", "int8");
+  CHECK(parallel::comm_hook_named("fp16") != nullptr);
+  CHECK_ERROR(parallel::comm_hook_named("int8"), "comm hook", "'none', 'bf16' or 'fp16'", "int8");
   CHECK_ERROR(parallel::DistributedDataParallel<nn::MLP>(std::make_shared<nn::MLP>(std::vector<int64_t>{2, 2}),
                                                          group_of_one(), parallel::DDPOptions().comm_hook(nullptr)),
               "comm hook", "empty");
@@ -113,6 +175,21 @@ TEST_CASE("comm hook: names select hooks, and fp16 is refused pointing at bf16",
 TEST_CASE("comm hook: with bf16, 3 processes train within bfloat16's rounding of one process", "[ddp][comm_hook]") {
   const ringgrad::test::JobResult job =
       ringgrad::test::spawn_ranks(3, RINGGRAD_DDP_WORKER_PATH, {"train", "dtype=f32", "opt=sgd", "hook=bf16"});
+  INFO(ringgrad::test::all_output(job));
+  CHECK(ringgrad::test::all_succeeded(job, /*say_ok=*/true));
+}
+
+TEST_CASE("comm hook: with fp16, 3 processes train within float16's rounding of one process", "[ddp][comm_hook]") {
+  const ringgrad::test::JobResult job =
+      ringgrad::test::spawn_ranks(3, RINGGRAD_DDP_WORKER_PATH, {"train", "dtype=f32", "opt=sgd", "hook=fp16"});
+  INFO(ringgrad::test::all_output(job));
+  CHECK(ringgrad::test::all_succeeded(job, /*say_ok=*/true));
+}
+
+TEST_CASE("comm hook: fp16 divides before the sum, so averages of sums past 65504 stay finite", "[ddp][comm_hook]") {
+  // Each rank's gradients are in range, their sum over 3 ranks is not; the worker also checks that
+  // an all-reduce of the same float16 values without the division overflows.
+  const ringgrad::test::JobResult job = ringgrad::test::spawn_ranks(3, RINGGRAD_DDP_WORKER_PATH, {"fp16_range"});
   INFO(ringgrad::test::all_output(job));
   CHECK(ringgrad::test::all_succeeded(job, /*say_ok=*/true));
 }

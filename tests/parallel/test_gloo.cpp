@@ -114,7 +114,8 @@ TEST_CASE("gloo: a group of one leaves the values a single rank implies", "[gloo
 
 TEST_CASE("gloo: bad arguments fail at the call, naming the collective", "[gloo]") {
   auto pg = group_of_one();
-  CHECK_ERROR(pg->all_reduce(zeros({4}, DType::i64)), "gloo all_reduce", "float32, float64 or bfloat16", "int64");
+  CHECK_ERROR(pg->all_reduce(zeros({4}, DType::i64)), "gloo all_reduce", "float32, float64, bfloat16 or float16",
+              "int64");
   CHECK_ERROR(pg->reduce_scatter(zeros({4}, DType::u8), {zeros({4}, DType::u8)}), "gloo reduce_scatter", "uint8");
   CHECK_ERROR(pg->all_gather({zeros({3}), zeros({3})}, zeros({3})), "gloo all_gather", "expected 1 output tensors",
               "got 2");

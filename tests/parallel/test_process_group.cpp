@@ -301,7 +301,7 @@ TEST_CASE("ring collectives: bad arguments fail at the call, naming the collecti
   parallel::RingProcessGroup pg(nullptr, 0, 1);
   CHECK_ERROR(pg.all_reduce(Tensor()), "all_reduce", "undefined");
   CHECK_ERROR(pg.all_reduce(zeros({4, 6}).t()), "all_reduce", "contiguous", "[6, 4]");
-  CHECK_ERROR(pg.all_reduce(zeros({3}, DType::i64)), "all_reduce", "float32, float64 or bfloat16", "int64");
+  CHECK_ERROR(pg.all_reduce(zeros({3}, DType::i64)), "all_reduce", "float32, float64, bfloat16 or float16", "int64");
   CHECK_ERROR(pg.broadcast(zeros({3}), 1), "broadcast", "root", "0..0", "1");
   CHECK_ERROR(pg.all_gather({zeros({3}), zeros({3})}, zeros({3})), "all_gather", "1 output", "got 2");
   CHECK_ERROR(pg.all_gather({zeros({4})}, zeros({3})), "all_gather", "output 0", "[3]", "[4]");

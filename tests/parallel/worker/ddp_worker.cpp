@@ -9,6 +9,8 @@
 // 1; a ringgrad::Error exits 3 after printing "error: <message>".
 #include <ringgrad/ringgrad.h>
 
+#include <ringgrad/core/base/fp16.h>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -104,16 +106,67 @@ int train(parallel::ProcessGroup& pg) {
   const double diff = max_relative_difference(*ddp.module(), *reference);
   // float32 on a GPU sums in another order than the CPU reference: 1e-4 there. With hook=bf16 the
   // gradients travel with 8 bits of mantissa (a relative error up to 2^-9 each): 2e-2 after a few
-  // steps -- and more than 1e-6, or the compression did not happen.
-  const bool compressed = arg("hook", "none") == "bf16";
-  const double tolerance = compressed ? 2e-2 : dtype == DType::f64 ? 1e-10 : device.is_cuda() ? 1e-4 : 1e-5;
-  if (compressed && diff < 1e-6) {
-    std::printf("rank %d: max relative difference %.3g with the bf16 hook: no compression happened\n", pg.rank(), diff);
+  // steps. With hook=fp16, 11 bits (up to 2^-12 each, 8 times less) on gradients far inside
+  // float16's range: 2.5e-3. Either way more than 1e-7, or the compression did not happen.
+  const std::string hook = arg("hook", "none");
+  const bool compressed = hook == "bf16" || hook == "fp16";
+  const double tolerance = hook == "bf16"        ? 2e-2
+                           : hook == "fp16"      ? 2.5e-3
+                           : dtype == DType::f64 ? 1e-10
+                           : device.is_cuda()    ? 1e-4
+                                                 : 1e-5;
+  if (compressed && diff < 1e-7) {
+    std::printf("rank %d: max relative difference %.3g with the %s hook: no compression happened\n", pg.rank(), diff,
+                hook.c_str());
     return 1;
   }
   std::printf("rank %d: buckets %zu, max relative difference %.3g (tolerance %.1g)\n", pg.rank(), ddp.buckets().size(),
               diff, tolerance);
   return diff <= tolerance ? 0 : 1;
+}
+
+// Rank r's gradient i for fp16_range: every rank's value at i has the same sign, so the average
+// has no cancellation and float16's rounding bounds its error. The first three sum past 65504.
+constexpr int64_t kRangeValues = 7;
+float range_value(int r, int64_t i) {
+  const float values[kRangeValues] = {40000.0f, -50000.0f, 65504.0f, 30000.0f, 1.5f, -1e-3f, 3e-5f};
+  return values[i] * (1.0f - 0.01f * static_cast<float>(r));
+}
+
+// fp16_compress_hook on gradients whose float16 sum overflows 65504 but whose average does not:
+// divided by the world size before the all-reduce, they arrive finite, within float16's rounding
+// of the average. The same values all-reduced as float16 without the division overflow -- which
+// shows that they test what they claim to.
+int fp16_range(parallel::ProcessGroup& pg) {
+  const int world = pg.size();
+  std::vector<float> mine;
+  for (int64_t i = 0; i < kRangeValues; ++i) mine.push_back(range_value(pg.rank(), i));
+  parallel::GradBucket bucket{0, from_vector(mine, {kRangeValues})};
+  parallel::fp16_compress_hook()(pg, bucket)->wait();
+  const std::vector<float> got = bucket.buffer.to_vector<float>();
+  int failures = 0;
+  for (int64_t i = 0; i < kRangeValues; ++i) {
+    double want = 0;
+    for (int r = 0; r < world; ++r) want += range_value(r, i);
+    want /= world;
+    // One rounding of each rank's share to float16 (2^-11 relative) and one per partial sum on the
+    // ring (world - 1 of them), all of one sign: world * 2^-11 of the average bounds them. 3e-5 is
+    // a subnormal in float16, whose spacing of 2^-24 adds to that.
+    const double tolerance = std::abs(want) * world * std::ldexp(1.0, -11) + world * std::ldexp(1.0, -24);
+    const bool ok = std::isfinite(got[i]) && std::abs(got[i] - want) <= tolerance;
+    std::printf("rank %d: element %lld: %.9g, average %.9g (tolerance %.3g) %s\n", pg.rank(), static_cast<long long>(i),
+                got[i], want, tolerance, ok ? "ok" : "WRONG");
+    if (!ok) ++failures;
+  }
+  // The same values as float16, averaged after the sum: the sum overflows.
+  Tensor plain = empty({kRangeValues}, DType::f16);
+  auto* bits = static_cast<uint16_t*>(plain.data());
+  for (int64_t i = 0; i < kRangeValues; ++i) bits[i] = float_to_fp16(mine[static_cast<size_t>(i)]);
+  pg.all_reduce(plain, parallel::ReduceOp::Avg)->wait();
+  const float summed_first = fp16_to_float(bits[0]);
+  std::printf("rank %d: without the division first, element 0 is %g\n", pg.rank(), summed_first);
+  if (world > 1 && !std::isinf(summed_first)) ++failures;
+  return failures == 0 ? 0 : 1;
 }
 
 // Four micro-steps, the first three inside no_sync, equal one step on the four batches together.
@@ -360,6 +413,8 @@ int main(int argc, char** argv) {
       rc = checkpoint(*pg);
     else if (scenario == "quiet_failures")
       rc = quiet_failures(*pg);
+    else if (scenario == "fp16_range")
+      rc = fp16_range(*pg);
     else
       std::printf("unknown scenario '%s'\n", scenario.c_str());
     std::printf(rc == 0 ? "rank %d: ok\n" : "rank %d: failed\n", pg->rank());

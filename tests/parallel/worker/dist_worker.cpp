@@ -9,6 +9,7 @@
 // fault-injection tests expect from the survivors.
 #include <ringgrad/ringgrad.h>
 
+#include <ringgrad/core/base/fp16.h>
 #include <ringgrad/parallel/rendezvous.h>
 #include "parallel/ring/ring_process_group.h"
 #include "parallel/ring/shm_link.h"
@@ -65,6 +66,7 @@ Tensor filled(int r, int64_t n, DType dt) {
     if (dt == DType::f32) static_cast<float*>(t.data())[i] = static_cast<float>(v);
     if (dt == DType::f64) static_cast<double*>(t.data())[i] = v;
     if (dt == DType::bf16) static_cast<uint16_t*>(t.data())[i] = to_bf16(static_cast<float>(v));
+    if (dt == DType::f16) static_cast<uint16_t*>(t.data())[i] = float_to_fp16(static_cast<float>(v));
   }
   return t;
 }
@@ -72,6 +74,7 @@ Tensor filled(int r, int64_t n, DType dt) {
 double element(const Tensor& t, int64_t i) {
   if (t.dtype() == DType::f32) return static_cast<const float*>(t.data())[i];
   if (t.dtype() == DType::f64) return static_cast<const double*>(t.data())[i];
+  if (t.dtype() == DType::f16) return fp16_to_float(static_cast<const uint16_t*>(t.data())[i]);
   return from_bf16(static_cast<const uint16_t*>(t.data())[i]);
 }
 
@@ -90,6 +93,9 @@ double expected(RedOp op, int world, int64_t i, DType dt) {
       // The ring divides in the tensor's dtype; so does the answer.
       if (dt == DType::f32) return static_cast<float>(sum) / static_cast<float>(world);
       if (dt == DType::bf16) return from_bf16(to_bf16(static_cast<float>(sum) / static_cast<float>(world)));
+      // float16 holds these sums exactly (integers below 2048), so only the division rounds -- once,
+      // to nearest even, as here.
+      if (dt == DType::f16) return fp16_to_float(float_to_fp16(static_cast<float>(sum) / static_cast<float>(world)));
       return sum / world;
   }
   return 0;
@@ -105,7 +111,7 @@ void collectives(parallel::ProcessGroup& pg) {
   // 0 and 1 (fewer elements than ranks), odd, not divisible by the world size, and larger than a
   // transport piece (128 KiB / 256 KiB), so pieces and chunks split unevenly.
   const std::vector<int64_t> lengths = {0, 1, 3, 7, 1000, 100003, 300007};
-  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
     for (int64_t n : lengths) {
       for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min, RedOp::Max}) {
         Tensor t = filled(rank, n, dt);
@@ -143,17 +149,56 @@ void collectives(parallel::ProcessGroup& pg) {
       }
     }
   }
+  // float16 sums whose result bits, read as an integer and converted, give the bits of the first
+  // operand: gloo::float16's assignment skips such a store (16 + 19440 gives 16), which the gloo
+  // backend must not inherit. Rank 0 holds a, rank 1 b (both orders), the others zero.
+  const float pairs[][2] = {{16, 19440}, {19440, 16}, {32, 20448}, {20448, 32}, {48, 20944}};
+  Tensor h = empty({5}, DType::f16);
+  for (int64_t i = 0; i < 5; ++i)
+    static_cast<uint16_t*>(h.data())[i] = float_to_fp16(rank == 0 ? pairs[i][0] : rank == 1 ? pairs[i][1] : 0.0f);
+  pg.all_reduce(h)->wait();
+  for (int64_t i = 0; i < 5; ++i)
+    EXPECT(world < 2 || element(h, i) == pairs[i][0] + pairs[i][1], "float16 sum ", pairs[i][0], " + ", pairs[i][1],
+           ": got ", element(h, i));
   pg.barrier()->wait();
+}
+
+// FNV-1a over the bits of `t`, continuing from `hash`.
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+uint64_t hash_bits(const Tensor& t, uint64_t hash = kFnvBasis) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(t.data());
+  for (int64_t i = 0; i < t.numel() * t.element_size(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  return hash;
+}
+
+// All-reduces of small integers -- exact in any order of the sums -- for every op and dtype, on
+// lengths of 0, 1, 5, fewer than the ranks and over a million (none divisible by every host's and the
+// job's rank counts); checks each and prints one hash of all their bits, which must be the same on
+// every rank and under either algorithm (RINGGRAD_RING_ALGORITHM).
+void exact(parallel::ProcessGroup& pg) {
+  const int rank = pg.rank(), world = pg.size();
+  uint64_t hash = kFnvBasis;
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{world - 1}, int64_t{(1 << 20) + 3}}) {
+      for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min, RedOp::Max}) {
+        Tensor t = filled(rank, n, dt);
+        pg.all_reduce(t, op)->wait();
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) wrong += !close_enough(element(t, i), expected(op, world, i, dt), dt);
+        EXPECT(wrong == 0, "all_reduce ", parallel::reduce_op_name(op), " ", dt, " n=", n, ": ", wrong,
+               " elements differ from the answer");
+        hash = hash_bits(t, hash);
+      }
+    }
+  }
+  std::printf("exact hash %016llx\n", static_cast<unsigned long long>(hash));
 }
 
 // Prints an FNV-1a hash of the bits of a random all-reduce, for the determinism test to compare.
 void determinism(parallel::ProcessGroup& pg) {
   Tensor t = randn({1 << 20}, DType::f32, /*seed=*/1000 + pg.rank());
   pg.all_reduce(t)->wait();
-  uint64_t hash = 1469598103934665603ull;
-  const uint8_t* bytes = static_cast<const uint8_t*>(t.data());
-  for (int64_t i = 0; i < t.numel() * 4; ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
-  std::printf("hash %016llx\n", static_cast<unsigned long long>(hash));
+  std::printf("hash %016llx\n", static_cast<unsigned long long>(hash_bits(t)));
 }
 
 // --- helpers of the fault scenarios ---
@@ -190,8 +235,10 @@ std::shared_ptr<parallel::ProcessGroup> ring_behind_a_silent_client(int rank, in
                                                         .timeout(std::chrono::milliseconds(timeout_ms))
                                                         .token(parallel::job_token()));
   parallel::rendezvous(*store, {rank, world, address, ""}, std::chrono::milliseconds(timeout_ms));
-  // Rank 0 publishes its listener once it knows every rank's host (the ring's order depends on them).
+  // Rank 0 publishes its listener once it knows every rank's host (the ring's order depends on them)
+  // and the all-reduce each asks for (which must agree; RingOptions' default is "auto").
   store->set("ring/host/" + std::to_string(rank), parallel::host_identity());
+  store->set("ring/algorithm/" + std::to_string(rank), "auto");
   const std::string listener = store->get_string("ring/tcp/0");
   const size_t colon = listener.rfind(':');
   auto socket = std::make_shared<parallel::Socket>(
@@ -234,6 +281,15 @@ int main(int argc, char** argv) {
     // VICTIM_RUN_ID: the victim belongs to another torchrun job.
     if (rank == victim && std::getenv("VICTIM_RUN_ID"))
       ::setenv("TORCHELASTIC_RUN_ID", std::getenv("VICTIM_RUN_ID"), 1);
+    // VICTIM_ALGORITHM: the victim asks for another all-reduce than the others.
+    if (rank == victim && std::getenv("VICTIM_ALGORITHM"))
+      ::setenv("RINGGRAD_RING_ALGORITHM", std::getenv("VICTIM_ALGORITHM"), 1);
+    // HOST_IDS=a,a,b,b: rank r is on the r-th host named (RINGGRAD_HOST_ID), emulating hosts on one machine.
+    if (const char* ids = std::getenv("HOST_IDS")) {
+      std::string rest = std::string(ids) + ",";
+      for (int r = 0; r < rank && rest.find(',') != std::string::npos; ++r) rest.erase(0, rest.find(',') + 1);
+      ::setenv("RINGGRAD_HOST_ID", rest.substr(0, rest.find(',')).c_str(), 1);
+    }
     auto options = parallel::InitOptions().transport(transport);
     if (std::getenv("TIMEOUT_MS")) options.timeout(std::chrono::milliseconds(timeout_ms));
     const bool behind_intruder = scenario == "intruder" && rank == victim;
@@ -248,11 +304,14 @@ int main(int argc, char** argv) {
       std::string order;
       for (const int r : ring->ring_order()) order += " " + std::to_string(r);
       std::printf("rank %d ring order%s\n", rank, order.c_str());
+      std::printf("rank %d algorithm %s\n", rank, ring->algorithm_name());
     }
     if (scenario == "collectives") {
       collectives(*pg);
     } else if (scenario == "determinism") {
       determinism(*pg);
+    } else if (scenario == "exact") {
+      exact(*pg);
     } else if (scenario == "die") {
       // The victim vanishes in the middle of a stream of all-reduces, as a crashed process does.
       Tensor t = ones({1 << 18});
