@@ -38,6 +38,8 @@ namespace {
 
 struct Options {
   int nproc = 2;
+  int hosts = 1;         // > 1: the ranks spread over emulated hosts (tools/on_hosts.sh)
+  double link_gbit = 0;  // their links' speed, Gbit/s; 0: unshaped
   std::vector<std::string> transports = {"shm", "tcp"};
   int64_t min_bytes = 4, max_bytes = 256ll << 20;
   int warmup = 5;
@@ -68,10 +70,15 @@ Options parse(int argc, char** argv) {
   std::string transport = "all", backend = "ring";
   ringgrad::cli::FlagParser flags(
       "bench_allreduce", "All-reduce bandwidth and latency of the ring, next to gloo and Open MPI where installed.");
-  flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine", 1, 1024);
+  flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine (with --hosts: over all hosts)", 1,
+                1024);
+  flags.add_int("--hosts", &o.hosts,
+                "emulated hosts the ranks are spread over (network namespaces, needs root); 1: this machine", 1, 64);
+  flags.add_double("--link-gbit", &o.link_gbit, "with --hosts: each host's link speed in Gbit/s; 0: unshaped", 0.0,
+                   1e4);
   flags.add_choice("--transport", &transport, {"shm", "tcp", "auto", "all"},
                    "the ring's links between ranks; auto: each link picks (shm inside a host, tcp between hosts); "
-                   "all: shm, tcp, then the gloo backend in builds with Gloo");
+                   "all: shm, tcp, then the gloo backend in builds with Gloo (with --hosts: auto, tcp, gloo)");
   flags.add_choice("--backend", &backend, {"ring", "gloo", "nccl"},
                    "ringgrad's ring, its gloo backend, or NCCL with one GPU per rank");
   auto add_bytes = [&flags](const char* name, int64_t* target, const char* help) {
@@ -100,8 +107,22 @@ Options parse(int argc, char** argv) {
     o.transports = {"gloo"};  // "transport" gloo: ringgrad's gloo backend
   else if (transport != "all")
     o.transports = {transport};
-  else if (parallel::gloo_available())
+  if (transport == "all" && backend == "ring" && o.hosts > 1)
+    o.transports = {"auto", "tcp"};  // across hosts: shm inside each, tcp between; and tcp everywhere
+  if (transport == "all" && backend == "ring" && parallel::gloo_available())
     o.transports.push_back("gloo");  // the ring and Gloo, through the same ProcessGroup API, in one run
+  if (o.hosts > 1 && transport == "shm")
+    flags.exit_with_usage(
+        "--transport shm cannot join ranks on different hosts; use auto (shm inside a host, tcp "
+        "between) or tcp");
+  if (o.hosts > 1 && !flags.was_set("--nproc")) o.nproc = o.hosts;  // one rank per host
+  if (o.hosts > 1 && o.nproc % o.hosts != 0)
+    flags.exit_with_usage("--nproc must divide by --hosts (every host runs the same number of ranks), got --nproc " +
+                          std::to_string(o.nproc) + " and --hosts " + std::to_string(o.hosts));
+  if (o.hosts > 1 && backend == "nccl")
+    flags.exit_with_usage("--hosts emulates hosts for CPU ranks; --backend nccl needs a GPU per rank");
+  if (flags.was_set("--link-gbit") && o.hosts == 1)
+    flags.exit_with_usage("--link-gbit shapes the links between emulated hosts: it needs --hosts 2 or more");
   if (o.min_bytes > o.max_bytes)
     flags.exit_with_usage("--min-bytes " + std::to_string(o.min_bytes) + " is larger than --max-bytes " +
                           std::to_string(o.max_bytes) + ": no size to measure");
@@ -184,6 +205,30 @@ int run_rank(const Options& o) {
 
 // --- the launcher and the report ----------------------------------------------------------------------
 
+// "hosts=2 (emulated, 1 Gbit/s links)", or "hosts=1".
+std::string hosts_text(const Options& o) {
+  if (o.hosts == 1) return "hosts=1";
+  char speed[48];
+  std::snprintf(speed, sizeof speed, "%g Gbit/s links", o.link_gbit);
+  return "hosts=" + std::to_string(o.hosts) + " (emulated, " + (o.link_gbit > 0 ? speed : "unshaped links") + ")";
+}
+
+// How rank 0 starts Open MPI's reference on the same hosts as the job: across emulated hosts,
+// mpirun reaches the other namespaces through tools/netns_rsh_agent.sh (its "ssh") and sends over
+// their eth0, the shaped links, as the ring does; on one machine, plain local ranks.
+std::string mpirun_command(const Options& o) {
+  std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.nproc);
+  const char* cluster_addrs = std::getenv("RINGGRAD_CLUSTER_ADDRS");
+  if (o.hosts == 1 || cluster_addrs == nullptr) return cmd;
+  std::istringstream addrs(cluster_addrs);
+  std::string list;
+  for (std::string a; addrs >> a;) list += (list.empty() ? "" : ",") + a + ":" + std::to_string(o.nproc / o.hosts);
+  return cmd + " --host " + list + " --mca plm_rsh_agent " +
+         bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/../tools/netns_rsh_agent.sh") +
+         " --mca oob_tcp_if_include eth0 --mca btl self,tcp --mca btl_tcp_if_include eth0 -x "
+         "RINGGRAD_CLUSTER_HOSTS";
+}
+
 // Rows "name bytes seconds wrong" from a reference program's stdout (lines starting with "row ").
 std::map<std::string, std::map<int64_t, double>> parse_reference(
     const std::string& text, std::map<std::string, std::map<int64_t, double>> into) {
@@ -231,8 +276,8 @@ int report(const Options& o, const std::string& results) {
       table.add_row({std::to_string(bytes), std::to_string(bytes / 4), bench::fmt(s * 1e6, 1), bench::fmt(algbw, 2),
                      bench::fmt(algbw * bus, 2), std::to_string(wrong[name][bytes])});
     }
-    std::printf("# ringgrad bench_allreduce  backend=%s  world=%d  dtype=float32  warmup=%d  commit=%s\n#\n",
-                name.c_str(), o.nproc, o.warmup, RINGGRAD_BENCH_COMMIT);
+    std::printf("# ringgrad bench_allreduce  backend=%s  world=%d  %s  dtype=float32  warmup=%d  commit=%s\n#\n",
+                name.c_str(), o.nproc, hosts_text(o).c_str(), o.warmup, RINGGRAD_BENCH_COMMIT);
     table.print(stdout);
     std::printf("# Avg bus bandwidth : %.2f\n\n", busbw_sum / static_cast<double>(by_size.size()));
     tables.push_back(std::move(table));
@@ -244,10 +289,12 @@ int report(const Options& o, const std::string& results) {
     std::string out;
     const std::string size_args = " --world " + std::to_string(o.nproc) + " --min-bytes " +
                                   std::to_string(o.min_bytes) + " --max-bytes " + std::to_string(o.max_bytes);
-    if (bench::run_command("/usr/bin/python3 " +
-                               bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/torch_allreduce.py") + size_args +
-                               " 2>/dev/null",
-                           out) == 0)
+    if (o.hosts > 1)  // torch_allreduce.py starts its ranks on one host
+      std::printf("# torch.distributed (gloo): not measured across hosts (the gloo row is Gloo across them)\n");
+    else if (bench::run_command("/usr/bin/python3 " +
+                                    bench::shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/torch_allreduce.py") +
+                                    size_args + " 2>/dev/null",
+                                out) == 0)
       refs = parse_reference(out, refs);
     else
       std::printf("# torch.distributed (gloo): not measured (needs /usr/bin/python3 with Debian's python3-torch)\n");
@@ -261,10 +308,11 @@ int report(const Options& o, const std::string& results) {
         std::printf(
             "# MPI_Allreduce (Open MPI): not measured (mpicc cannot build bench/mpi_allreduce.c; needs Debian's "
             "libopenmpi-dev)\n");
-      } else if (bench::run_command("mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(o.nproc) + " " +
-                                        exe + size_args + " 2>/dev/null",
-                                    out) == 0) {
+      } else if (bench::run_command(mpirun_command(o) + " " + exe + size_args + " 2>&1", out) == 0) {
         refs = parse_reference(out, refs);
+      } else {
+        std::printf("# MPI_Allreduce (Open MPI): not measured (mpirun failed: %s)\n",
+                    out.substr(0, out.find('\n')).c_str());
       }
       std::remove(exe.c_str());
     } else {
@@ -311,7 +359,8 @@ int report(const Options& o, const std::string& results) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
-    if (const std::optional<int> status = bench::start_ranks_unless_in_job("bench_allreduce", o.nproc, argc, argv))
+    if (const std::optional<int> status =
+            bench::start_ranks_unless_in_job("bench_allreduce", o.nproc, argc, argv, "--nproc", o.hosts, o.link_gbit))
       return *status;
     return run_rank(o);
   } catch (const std::exception& e) {

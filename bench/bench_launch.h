@@ -17,10 +17,14 @@
 // process group when they are still there after the grace period.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -128,16 +132,79 @@ inline int launch_ranks(const std::string& name, int nproc, std::vector<std::str
   return ringgrad::launch::run_job(job);
 }
 
-// What a benchmark's main() asks first. Outside a job: starts `nproc` ranks of this program and
-// returns their exit status. Inside one: sets `nproc` to its WORLD_SIZE (an explicit `nproc_flag`
+// Starts `nproc` ranks of `command` spread over `hosts` emulated hosts (tools/on_hosts.sh: network
+// namespaces whose links are shaped to `link_gbit` Gbit/s, unshaped when 0), one ringrun per host,
+// and waits for them; `extra_env` reaches every rank. Needs root, as namespaces do. Returns the
+// job's exit status (0, or the first failure's); 77 means this machine cannot make namespaces.
+inline int launch_on_hosts(const std::string& name, int hosts, int nproc, double link_gbit,
+                           std::vector<std::string> command, const std::vector<std::string>& extra_env = {}) {
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "%s: --hosts %d makes emulated hosts (network namespaces), which needs root\n", name.c_str(),
+                 hosts);
+    return 2;
+  }
+  if (nproc % hosts != 0) {
+    std::fprintf(stderr, "%s: %d ranks do not split evenly over --hosts %d\n", name.c_str(), nproc, hosts);
+    return 2;
+  }
+  // The ranks run this very program, found through the link: /proc/self/exe would name ringrun there.
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
+  if (!command.empty() && command[0] == "/proc/self/exe") command[0] = exe.string();
+  std::vector<std::string> args = {"bash",
+                                   std::string(RINGGRAD_BENCH_DIR) + "/../tools/on_hosts.sh",
+                                   "--hosts",
+                                   std::to_string(hosts),
+                                   "--nproc-per-host",
+                                   std::to_string(nproc / hosts),
+                                   "--ringrun",
+                                   (exe.parent_path().parent_path() / "tools" / "ringrun").string()};
+  char speed[32];
+  std::snprintf(speed, sizeof speed, "%g", link_gbit);
+  if (link_gbit > 0) args.insert(args.end(), {"--link-gbit", speed});
+  args.emplace_back("--");
+  args.insert(args.end(), command.begin(), command.end());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "%s: cannot start tools/on_hosts.sh (fork failed)\n", name.c_str());
+    return 2;
+  }
+  if (pid == 0) {
+    for (const std::string& kv : extra_env) {
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    }
+    std::vector<char*> argv_c;
+    for (std::string& a : args) argv_c.push_back(a.data());
+    argv_c.push_back(nullptr);
+    ::execvp("bash", argv_c.data());
+    std::fprintf(stderr, "%s: cannot run bash for tools/on_hosts.sh\n", name.c_str());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code == 77)
+    std::fprintf(stderr, "%s: --hosts: this machine cannot make emulated hosts (the reason is above)\n", name.c_str());
+  return code;
+}
+
+// What a benchmark's main() asks first. Outside a job: starts `nproc` ranks of this program -- on
+// this machine, or spread over `hosts` emulated hosts with `link_gbit` links (launch_on_hosts) --
+// and returns their exit status. Inside one: sets `nproc` to its WORLD_SIZE (an explicit `nproc_flag`
 // that disagrees is an error: returns 2) and returns nullopt -- the caller runs as a rank. Says on
 // stdout which it did, once (the benchmark's own ranks stay quiet about it).
 inline std::optional<int> start_ranks_unless_in_job(const std::string& name, int& nproc, int argc, char** argv,
-                                                    const std::string& nproc_flag = "--nproc") {
+                                                    const std::string& nproc_flag = "--nproc", int hosts = 1,
+                                                    double link_gbit = 0) {
   const std::optional<JobEnvironment> job = job_from_environment();
   if (!job) {
-    std::printf("%s: starting %d ranks\n", name.c_str(), nproc);
-    const int status = launch_ranks(name, nproc, this_program(argc, argv));
+    std::printf("%s: starting %d ranks%s\n", name.c_str(), nproc,
+                hosts > 1 ? (" on " + std::to_string(hosts) + " emulated hosts").c_str() : "");
+    const int status = hosts > 1 ? launch_on_hosts(name, hosts, nproc, link_gbit, this_program(argc, argv))
+                                 : launch_ranks(name, nproc, this_program(argc, argv));
     if (status != 0)
       std::fprintf(stderr, "%s: the job ended with exit status %d; the reason is above\n", name.c_str(), status);
     return status;

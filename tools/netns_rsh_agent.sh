@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# tests/multihost/netns_rsh_agent.sh: Open MPI's "ssh" into an emulated host (tools/cluster.sh).
+# tools/netns_rsh_agent.sh: Open MPI's "ssh" into an emulated host (tools/cluster.sh).
 #
-#   mpirun --mca plm_rsh_agent tests/multihost/netns_rsh_agent.sh --host 10.213.0.1:2,10.213.0.2:2 ...
+#   mpirun --mca plm_rsh_agent tools/netns_rsh_agent.sh --host 10.213.0.1:2,10.213.0.2:2 ...
 #
 # mpirun starts its daemon on each remote host by running `AGENT HOST COMMAND...`, as it would run
 # ssh. Here HOST is an emulated host's address: the agent finds the namespace that has it

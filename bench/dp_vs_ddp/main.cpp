@@ -52,8 +52,14 @@ Options parse(int argc, char** argv) {
   flags.add_int("--devices", &o.devices, "devices for dp, and processes for ddp", 1, 1024);
   flags.add_choice("--backend", &o.backend, {"auto", "ring", "gloo", "nccl"},
                    "the DDP ranks' process group; auto: nccl with a GPU per rank in a build with NCCL, else ring");
-  flags.add_choice("--comm-hook", &o.comm_hook, {"none", "bf16"},
-                   "what each DDP bucket is sent as: none, float32 as it is; bf16, bfloat16 (half the bytes)");
+  flags.add_choice("--comm-hook", &o.comm_hook, {"none", "bf16", "fp16"},
+                   "what each DDP bucket is sent as: none, float32 as it is; bf16 or fp16, bfloat16 or float16 (half "
+                   "the bytes)");
+  flags.add_int("--hosts", &o.hosts,
+                "emulated hosts the DDP ranks are spread over (network namespaces, needs root); 1: this machine", 1,
+                64);
+  flags.add_double("--link-gbit", &o.link_gbit, "with --hosts: each host's link speed in Gbit/s; 0: unshaped", 0.0,
+                   1e4);
   flags.add_list("--layers", &o.layers, "the MLP's layer sizes, input first", 1, 1 << 20);
   flags.add_int("--depth", &depth, "instead of --layers: 784, D hidden layers of --width, 10", 1, 1000)
       .default_text("none");
@@ -119,6 +125,13 @@ Options parse(int argc, char** argv) {
     flags.exit_with_usage("--backend nccl needs a build with CUDA and NCCL; use --backend ring or gloo");
   if (o.backend == "nccl" && o.device != "cuda")
     flags.exit_with_usage("--backend nccl takes CUDA tensors, got --device " + o.device + "; use --device cuda");
+  if (o.hosts > 1 && o.devices % o.hosts != 0)
+    flags.exit_with_usage("--devices must divide by --hosts (every host runs N / H ranks), got --devices " +
+                          std::to_string(o.devices) + " and --hosts " + std::to_string(o.hosts));
+  if (o.hosts > 1 && o.device != "cpu")
+    flags.exit_with_usage("--hosts emulates hosts for CPU ranks, got --device " + o.device);
+  if (flags.was_set("--link-gbit") && o.hosts == 1)
+    flags.exit_with_usage("--link-gbit shapes the links between emulated hosts: it needs --hosts 2 or more");
   o.trace_steps = std::min(o.trace_steps, o.steps);
   return o;
 }
@@ -147,9 +160,17 @@ void run_ddp(Run& run, int argc, char** argv, const std::vector<double>& single_
   const Options& o = run.options;
   const std::string file = "/tmp/ringgrad_dp_vs_ddp_" + std::to_string(::getpid()) + ".txt";
   std::remove(file.c_str());
-  std::printf("# ddp: %d processes ...\n", o.devices);
-  std::fflush(stdout);
-  const int status = launch_ranks("dp_vs_ddp", o.devices, this_program(argc, argv), {"BENCH_RESULT_FILE=" + file});
+  const std::vector<std::string> env = {"BENCH_RESULT_FILE=" + file};
+  int status = 0;
+  if (o.hosts > 1) {
+    std::printf("# ddp: %d processes on emulated hosts (%s) ...\n", o.devices, o.hosts_text().c_str());
+    std::fflush(stdout);
+    status = launch_on_hosts("dp_vs_ddp", o.hosts, o.devices, o.link_gbit, this_program(argc, argv), env);
+  } else {
+    std::printf("# ddp: %d processes ...\n", o.devices);
+    std::fflush(stdout);
+    status = launch_ranks("dp_vs_ddp", o.devices, this_program(argc, argv), env);
+  }
   RINGGRAD_CHECK(status == 0, "dp_vs_ddp: a DDP rank failed (exit status ", status, "); its error is above");
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {

@@ -361,9 +361,9 @@ int report(const Run& run) {
   const Options& o = run.options;
   const std::string backend = run.allreduce.is_null() ? "ring" : run.allreduce.value("backend", "ring");
   std::printf(
-      "# ringgrad dp_vs_ddp  model=%s  device=%s  devices=%d  global_batch=%lld  threads/device=%s  data=%s  "
-      "warmup=%d  steps=%d  commit=%s\n#\n",
-      o.model_name().c_str(), o.device.c_str(), o.devices, static_cast<long long>(o.batch),
+      "# ringgrad dp_vs_ddp  model=%s  device=%s  devices=%d  ddp on %s  global_batch=%lld  threads/device=%s  "
+      "data=%s  warmup=%d  steps=%d  commit=%s\n#\n",
+      o.model_name().c_str(), o.device.c_str(), o.devices, o.hosts_text().c_str(), static_cast<long long>(o.batch),
       o.device == "cpu" ? std::to_string(o.threads_per_device()).c_str() : "-", o.data.c_str(), o.warmup, o.steps,
       RINGGRAD_BENCH_COMMIT);
   const Table table = mode_table(run);
@@ -394,6 +394,8 @@ int report(const Run& run) {
                             {"cores", std::thread::hardware_concurrency()},
                             {"device", o.device},
                             {"devices", o.devices},
+                            {"hosts", o.hosts},
+                            {"link_gbit", o.link_gbit},
                             {"model", o.model_name()},
                             {"layers", o.layers},
                             {"global_batch", o.batch},

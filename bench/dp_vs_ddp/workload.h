@@ -26,9 +26,13 @@ struct Options {
   // "ring", "gloo" (CPU only) or "nccl".
   std::string backend = "auto";
   // Every DDP variant's communication hook (parallel/comm_hook.h): "none" (one all-reduce per
-  // bucket) or "bf16" (buckets sent as bfloat16: half the bytes).
+  // bucket), "bf16" or "fp16" (buckets sent as bfloat16 or float16: half the bytes).
   std::string comm_hook = "none";
   int devices = 2;  // N, for dp and ddp
+  // The DDP ranks' hosts: 1, this machine; H > 1, emulated hosts (tools/on_hosts.sh: network
+  // namespaces, N/H ranks each) whose links run at link_gbit Gbit/s (0: unshaped).
+  int hosts = 1;
+  double link_gbit = 0;
   std::vector<int64_t> layers = {784, 1024, 1024, 10};
   int64_t batch = 256;  // global batch: single takes all of it, DP scatters it, each DDP rank takes 1/N
   int warmup = 5, steps = 50;
@@ -49,6 +53,13 @@ struct Options {
   // Threads of one CPU device: its share of the cores.
   int threads_per_device() const {
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / devices);
+  }
+  // "2 hosts, 2.5 Gbit/s links", "2 hosts, unshaped links", or "1 host".
+  std::string hosts_text() const {
+    if (hosts == 1) return "1 host";
+    char speed[32];
+    std::snprintf(speed, sizeof speed, "%g Gbit/s", link_gbit);
+    return std::to_string(hosts) + " hosts, " + (link_gbit > 0 ? std::string(speed) : "unshaped") + " links";
   }
   std::string model_name() const {
     std::string name = "MLP";

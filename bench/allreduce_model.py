@@ -1,0 +1,181 @@
+"""The ring's alpha-beta model, calibrated on 2 ranks and checked on 4, 6 and 8 over 2-4 emulated hosts.
+
+    /usr/bin/python3 bench/allreduce_model.py [--build build] [--links 1,2.5,10,0] [--out DIR] [...]
+
+Runs bench_allreduce (as root: the hosts are network namespaces, tools/on_hosts.sh) for every
+configuration H hosts x P ranks in --configs at every link speed in --links, sizes 4 KB to
+--max-bytes, with the flat ring (RINGGRAD_RING_ALGORITHM=flat; shared memory inside a host, TCP
+between hosts), and compares each measured time with the model's.
+
+The model. A ring all-reduce of S bytes over N = H*P ranks is 2(N-1) steps; in each step every link
+moves one chunk of S/N bytes, and the step ends when the slowest link is done:
+
+    T = 2(N-1) * ( alpha + max( S/N / (eta*B)            the wire: a cross-host link at B, of which TCP gets eta
+                               , S/N * c_tcp              one TCP link's CPU work (send, receive, reduce)
+                               , S/N * (H*c_tcp + (N-H)*c_shm) / cores ) )   all links' CPU work, shared by the cores
+
+alpha is the TCP step latency (alpha_shm on one host). The third term is what a plain alpha-beta
+model lacks and what this machine needs: with more ranks than cores, the ranks' CPU work (the TCP
+stack's copies, the shm copies, the reductions) queues for the cores, so the step grows with N even
+though no link is full. Calibration uses only N = 2 runs: 2 ranks on one host over shm (alpha_shm,
+c_shm), 2 hosts x 1 rank unshaped (alpha, c_tcp) and 2 x 1 at each speed B (eta). Every other point
+is a prediction, and its error is printed; the goal is within +-15 % wherever the model is used.
+
+Writes DIR/allreduce_model.json (every point, measured and predicted, and the parameters).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SIZES_FROM = 4096
+
+
+def speed_name(gbit):
+    return "unshaped" if gbit == 0 else "%g Gbit/s" % gbit
+
+
+def measure(exe, hosts, nproc, gbit, max_bytes, transport="auto"):
+    """{bytes: seconds} from one bench_allreduce run."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    cmd = [exe, "--nproc", str(nproc), "--transport", transport, "--min-bytes", str(SIZES_FROM),
+           "--max-bytes", str(max_bytes), "--no-references", "--json", out]
+    if hosts > 1:
+        cmd += ["--hosts", str(hosts)] + (["--link-gbit", "%g" % gbit] if gbit > 0 else [])
+    env = dict(os.environ, RINGGRAD_RING_ALGORITHM="flat")
+    print("# %s" % " ".join(cmd), flush=True)
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if done.returncode != 0:
+        print(done.stdout, file=sys.stderr)
+        sys.exit("allreduce_model.py: bench_allreduce exited %d (its output is above)" % done.returncode)
+    with open(out) as f:
+        rows = json.load(f)["rows"]
+    os.remove(out)
+    return {int(r["size"]): r["time"] * 1e-6 for r in rows}
+
+
+class Model:
+    def __init__(self, cores):
+        self.cores = cores
+        self.alpha = self.alpha_shm = self.c_tcp = self.c_shm = 0.0
+        self.eta = {}  # link Gbit/s -> TCP's share of it
+
+    def seconds(self, hosts, per_host, gbit, size):
+        n = hosts * per_host
+        if n == 1:
+            return 0.0
+        chunk = size / n
+        cross = hosts > 1
+        terms = [chunk * (hosts * self.c_tcp + (n - hosts) * self.c_shm) / self.cores if cross
+                 else chunk * n * self.c_shm / self.cores,
+                 chunk * (self.c_tcp if cross else self.c_shm)]
+        if cross and gbit > 0:
+            terms.append(chunk / (self.eta[gbit] * gbit * 1e9 / 8))
+        return 2 * (n - 1) * ((self.alpha if cross else self.alpha_shm) + max(terms))
+
+    def params(self):
+        return {"alpha_us": self.alpha * 1e6, "alpha_shm_us": self.alpha_shm * 1e6, "c_tcp_ns_per_byte": self.c_tcp * 1e9,
+                "c_shm_ns_per_byte": self.c_shm * 1e9, "cores": self.cores,
+                "eta": {speed_name(g): e for g, e in self.eta.items()}}
+
+
+def calibrate(model, shm2, tcp2_unshaped, tcp2_by_link):
+    small, large = min(shm2), max(shm2)
+    # 2 ranks: T = 2 (alpha + S/2 * c), so alpha from the smallest size and c from the largest.
+    model.alpha_shm = shm2[small] / 2
+    model.c_shm = (shm2[large] / 2 - model.alpha_shm) / (large / 2)
+    model.alpha = tcp2_unshaped[small] / 2
+    model.c_tcp = (tcp2_unshaped[large] / 2 - model.alpha) / (large / 2)
+    for gbit, t in tcp2_by_link.items():
+        step = t[large] / 2 - model.alpha
+        wire = (large / 2) / (gbit * 1e9 / 8)
+        model.eta[gbit] = min(1.0, wire / step)  # a link the CPU cannot fill is "all TCP gets"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--build", default="build", help="the build directory with bench/bench_allreduce and tools/ringrun")
+    p.add_argument("--links", default="1,2.5,10,0", help="link speeds in Gbit/s; 0 = unshaped")
+    p.add_argument("--configs", default="2x2,4x1,2x3,3x2,2x4,4x2", help="H x P configurations to predict")
+    p.add_argument("--max-bytes", type=int, default=16 << 20, help="largest all-reduce (sizes go 4x from 4 KB)")
+    p.add_argument("--tolerance", type=float, default=15.0, help="the goal: |error| at most this many percent")
+    p.add_argument("--out", default=None, help="output folder (default: BUILD/allreduce_model)")
+    a = p.parse_args()
+    try:
+        links = [float(v) for v in a.links.split(",")]
+        configs = [tuple(int(x) for x in c.split("x")) for c in a.configs.split(",")]
+    except ValueError:
+        sys.exit("allreduce_model.py: --links expects numbers and --configs HxP items, got '%s' and '%s'"
+                 % (a.links, a.configs))
+    if 0 not in links:
+        sys.exit("allreduce_model.py: --links must include 0 (unshaped): it calibrates the CPU cost of TCP")
+    exe = os.path.join(a.build, "bench", "bench_allreduce")
+    if not os.access(exe, os.X_OK):
+        sys.exit("allreduce_model.py: %s is not built (ninja -C %s bench_allreduce ringrun)" % (exe, a.build))
+    out = a.out or os.path.join(a.build, "allreduce_model")
+    os.makedirs(out, exist_ok=True)
+
+    print("# calibration: 2 ranks", flush=True)
+    shm2 = measure(exe, 1, 2, 0, a.max_bytes, transport="shm")
+    tcp2 = {g: measure(exe, 2, 2, g, a.max_bytes) for g in links}
+    model = Model(os.cpu_count() or 1)
+    calibrate(model, shm2, tcp2[0], {g: t for g, t in tcp2.items() if g > 0})
+    print("# parameters: " + json.dumps(model.params()), flush=True)
+
+    points = []
+    for (h, pp) in configs:
+        for g in links:
+            print("# predicting %dx%d at %s" % (h, pp, speed_name(g)), flush=True)
+            for size, t in sorted(measure(exe, h, h * pp, g, a.max_bytes).items()):
+                pred = model.seconds(h, pp, g, size)
+                points.append({"hosts": h, "per_host": pp, "ranks": h * pp, "link": speed_name(g), "bytes": size,
+                               "measured_us": t * 1e6, "predicted_us": pred * 1e6,
+                               "error_pct": 100.0 * (pred - t) / t})
+    for g, t in tcp2.items():  # the calibration runs' other sizes are predictions too
+        for size, s in sorted(t.items()):
+            pred = model.seconds(2, 1, g, size)
+            points.append({"hosts": 2, "per_host": 1, "ranks": 2, "link": speed_name(g), "bytes": size,
+                           "measured_us": s * 1e6, "predicted_us": pred * 1e6, "error_pct": 100.0 * (pred - s) / s,
+                           "calibration": True})
+
+    sizes = sorted({pt["bytes"] for pt in points})
+    print("#\n# ringgrad allreduce_model  flat ring  cores=%d  error = (model - measured) / measured, %%" % model.cores)
+    print("#  %-10s %-10s" % ("hosts x P", "link") + "".join("%9s" % fmt_bytes(s) for s in sizes) + "   max|err|")
+    order = [(2, 1)] + configs
+    within = total = 0
+    for (h, pp) in order:
+        for g in links:
+            row = {pt["bytes"]: pt for pt in points if (pt["hosts"], pt["per_host"]) == (h, pp)
+                   and pt["link"] == speed_name(g)}
+            if not row:
+                continue
+            errs = [row[s]["error_pct"] for s in sizes if s in row]
+            cells = "".join("%9s" % ("%+.0f" % row[s]["error_pct"] if s in row else "-") for s in sizes)
+            print("   %-10s %-10s%s   %6.0f%%" % ("%dx%d" % (h, pp), speed_name(g), cells, max(abs(e) for e in errs)))
+            for e in errs:
+                total += 1
+                within += abs(e) <= a.tolerance
+    print("# %d of %d points within +-%g %% (2x1 rows: the calibration runs, whose largest size and, unshaped, "
+          "smallest size were fitted)" % (within, total, a.tolerance))
+    doc = {"program": "allreduce_model", "parameters": model.params(), "tolerance_pct": a.tolerance,
+           "within": within, "points_total": total, "points": points}
+    path = os.path.join(out, "allreduce_model.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print("# wrote " + path)
+    return 0
+
+
+def fmt_bytes(b):
+    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
+        if b % scale == 0:
+            return "%d%s" % (b // scale, unit)
+    return str(b)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
