@@ -109,6 +109,7 @@ def plot(results, path):
     for g in speeds:
         ids += [k for k in results[g] if k not in ids]
     fig, ax = plt.subplots(figsize=(8, 5))
+    ax.set_prop_cycle(color=plt.cm.tab20.colors)  # more modes than the default ten colours
     for k in ids:
         ys = [results[g][k]["step_ms"] if k in results[g] else float("nan") for g in speeds]
         ax.plot(x, ys, marker="o", label=k, linestyle="--" if k == "single" else "-")

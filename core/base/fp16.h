@@ -71,4 +71,13 @@ inline uint16_t float_to_fp16(float f) {
   return static_cast<uint16_t>(sign | units);
 }
 
+/// n floats to float16 bits, and n float16s to floats: the same results as the functions above, bit
+/// for bit, but with x86's F16C instructions (8 at a time) on a CPU that has them, checked at run
+/// time -- the library's default target (x86-64-v2) does not assume them, and element by element
+/// the conversion is what a compression hook spends its time on.
+void floats_to_fp16(const float* from, uint16_t* to, int64_t n);
+/// Whether this CPU (and its OS) can run F16C: what the two functions around this one use.
+bool cpu_has_f16c();
+void fp16_to_floats(const uint16_t* from, float* to, int64_t n);
+
 }  // namespace ringgrad

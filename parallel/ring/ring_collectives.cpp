@@ -44,6 +44,25 @@ void reduce_16bit(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
   }
 }
 
+// float16 a block at a time, so that the conversions go 8 at a time (F16C, where the CPU has it):
+// element by element they would cost more than the network at 10 Gbit/s. Same results, bit for bit.
+void reduce_fp16(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
+  constexpr int64_t kBlock = 512;
+  float a[kBlock], b[kBlock];
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t m = std::min(kBlock, n - start);
+    fp16_to_floats(dst + start, a, m);
+    fp16_to_floats(src + start, b, m);
+    for (int64_t i = 0; i < m; ++i) {
+      float r = a[i] + b[i];
+      if (op == ReduceOp::Min) r = b[i] < a[i] ? b[i] : a[i];
+      if (op == ReduceOp::Max) r = b[i] > a[i] ? b[i] : a[i];
+      a[i] = r;
+    }
+    floats_to_fp16(a, dst + start, m);
+  }
+}
+
 template <float (*kWiden)(uint16_t), uint16_t (*kNarrow)(float)>
 void divide_16bit(uint16_t* p, int64_t n, int divisor) {
   for (int64_t i = 0; i < n; ++i) p[i] = kNarrow(kWiden(p[i]) / static_cast<float>(divisor));
@@ -71,8 +90,7 @@ void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceO
       return reduce_16bit<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
                                                         count, op);
     case DType::f16:
-      return reduce_16bit<fp16_to_float, float_to_fp16>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
-                                                        count, op);
+      return reduce_fp16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
     default: throw Error(detail::str("ring: reductions support float32, float64, bfloat16 and float16, got ", dtype));
   }
 }

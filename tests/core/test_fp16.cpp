@@ -210,7 +210,7 @@ TEST_CASE("dtype: float_to_fp16 agrees with the reference on a sweep of all floa
 
 #ifdef RINGGRAD_TEST_F16C
 TEST_CASE("dtype: float16 conversions equal the CPU's F16C instructions bit for bit", "[dtype][fp16]") {
-  if (!__builtin_cpu_supports("f16c")) {
+  if (!cpu_has_f16c()) {
     WARN("this CPU has no F16C: nothing to compare with");
     return;
   }
@@ -232,3 +232,28 @@ TEST_CASE("dtype: float16 conversions equal the CPU's F16C instructions bit for 
   CHECK(differ == 0);
 }
 #endif
+
+TEST_CASE("dtype: the array conversions equal the element ones bit for bit, tails included", "[dtype][fp16]") {
+  // Every float16 pattern, then 5 more: the tail past the last group of 8 goes element by element.
+  std::vector<uint16_t> halves(0x10000 + 5);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i * 40503u);  // odd: every pattern
+  std::vector<float> wide(halves.size());
+  fp16_to_floats(halves.data(), wide.data(), static_cast<int64_t>(halves.size()));
+  int64_t differ = 0;
+  for (size_t i = 0; i < halves.size(); ++i) differ += bits_of(wide[i]) != bits_of(fp16_to_float(halves[i]));
+  CHECK(differ == 0);
+
+  // Floats across every exponent and sign, NaNs and the rounding edges among them, in odd lengths.
+  std::vector<float> floats;
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 65521) floats.push_back(float_of(static_cast<uint32_t>(u)));
+  for (float edge : {65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, -0.0f, INFINITY, -INFINITY, NAN})
+    floats.push_back(edge);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, floats.size()}) {
+    std::vector<uint16_t> narrow(n);
+    floats_to_fp16(floats.data(), narrow.data(), static_cast<int64_t>(n));
+    differ = 0;
+    for (size_t i = 0; i < n; ++i) differ += narrow[i] != float_to_fp16(floats[i]);
+    INFO(n << " floats");
+    CHECK(differ == 0);
+  }
+}
