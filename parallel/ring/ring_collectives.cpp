@@ -89,8 +89,7 @@ void reduce_into(void* dst, const void* src, int64_t count, DType dtype, ReduceO
     case DType::bf16:
       return reduce_16bit<bf16_to_float, float_to_bf16>(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src),
                                                         count, op);
-    case DType::f16:
-      return reduce_fp16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    case DType::f16: return reduce_fp16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
     default: throw Error(detail::str("ring: reductions support float32, float64, bfloat16 and float16, got ", dtype));
   }
 }
