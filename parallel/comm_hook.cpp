@@ -89,6 +89,19 @@ void widen_from_bf16(const Tensor& from, const Tensor& out) {
   }
 }
 
+// `work` (the all-reduce of `compressed`), then the result widened back into the bucket: on the host
+// by `widen_on_host`, on a GPU by a cast kernel.
+std::shared_ptr<Work> widen_when_done(std::shared_ptr<Work> work, const Tensor& buffer, const Tensor& compressed,
+                                      void (*widen_on_host)(const Tensor&, const Tensor&)) {
+  return then(std::move(work), [buffer, compressed, widen_on_host] {
+    const NoGradGuard no_grad;
+    if (buffer.device().is_cpu())
+      widen_on_host(compressed, buffer);
+    else
+      buffer.copy_(compressed);  // back to the bucket's dtype
+  });
+}
+
 }  // namespace
 
 CommHook bf16_compress_hook() {
@@ -103,14 +116,7 @@ CommHook bf16_compress_hook() {
     const bool host = buffer.device().is_cpu();
     const Tensor compressed = host ? empty({buffer.numel()}, DType::bf16) : buffer.to(DType::bf16);
     if (host) narrow_to_bf16(buffer, compressed);
-    auto work = group.all_reduce(compressed, ReduceOp::Avg);
-    return then(std::move(work), [buffer, compressed, host] {
-      const NoGradGuard no_grad_here;
-      if (host)
-        widen_from_bf16(compressed, buffer);
-      else
-        buffer.copy_(compressed);  // back to the bucket's dtype
-    });
+    return widen_when_done(group.all_reduce(compressed, ReduceOp::Avg), buffer, compressed, widen_from_bf16);
   };
 }
 
@@ -178,14 +184,7 @@ CommHook fp16_compress_hook() {
     } else {
       compressed = mul(buffer, 1.0 / world).to(DType::f16);  // a kernel each; float16 is computed in float
     }
-    auto work = group.all_reduce(compressed, ReduceOp::Sum);
-    return then(std::move(work), [buffer, compressed, host] {
-      const NoGradGuard no_grad_here;
-      if (host)
-        widen_from_fp16(compressed, buffer);
-      else
-        buffer.copy_(compressed);  // back to the bucket's dtype
-    });
+    return widen_when_done(group.all_reduce(compressed, ReduceOp::Sum), buffer, compressed, widen_from_fp16);
   };
 }
 

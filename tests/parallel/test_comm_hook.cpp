@@ -52,40 +52,35 @@ TEST_CASE("comm hook: the default leaves the gradients as one process computes t
     CHECK(params[i].grad().to_vector<float>() == reference[i].to_vector<float>());
 }
 
-TEST_CASE("comm hook: bf16 sends each bucket as bfloat16 and casts the average back", "[ddp][comm_hook]") {
+namespace {
+
+// In a group of one the compression is the only change a hook makes (fp16's division by the world
+// size is by 1): every gradient must be exactly float32(narrow(g)), and some must have been rounded.
+void check_rounded_like(const parallel::CommHook& hook, float (*round_trip)(float)) {
   std::vector<Tensor> reference;
-  const auto model = model_and_grads(parallel::DDPOptions().comm_hook(parallel::bf16_compress_hook()), &reference);
+  const auto model = model_and_grads(parallel::DDPOptions().comm_hook(hook), &reference);
   const auto params = model->parameters();
   bool any_rounded = false;
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor grad = params[i].grad();
     CHECK(grad.dtype() == DType::f32);
-    // Exactly float32(bfloat16(g)): the compression is the only change a group of one makes.
     std::vector<float> rounded = reference[i].to_vector<float>();
-    for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
+    for (float& v : rounded) v = round_trip(v);
     CHECK(grad.to_vector<float>() == rounded);
     any_rounded = any_rounded || grad.to_vector<float>() != reference[i].to_vector<float>();
   }
   CHECK(any_rounded);  // else this test could not tell the hook from the default
 }
 
+}  // namespace
+
+TEST_CASE("comm hook: bf16 sends each bucket as bfloat16 and casts the average back", "[ddp][comm_hook]") {
+  check_rounded_like(parallel::bf16_compress_hook(), [](float v) { return bf16_to_float(float_to_bf16(v)); });
+}
+
 TEST_CASE("comm hook: fp16 sends each bucket as float16 and casts the average back", "[ddp][comm_hook]") {
-  std::vector<Tensor> reference;
-  const auto model = model_and_grads(parallel::DDPOptions().comm_hook(parallel::fp16_compress_hook()), &reference);
-  const auto params = model->parameters();
-  bool any_rounded = false;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor grad = params[i].grad();
-    CHECK(grad.dtype() == DType::f32);
-    // Exactly float32(float16(g)): in a group of one the division by the world size is by 1, and
-    // the compression the only change. float16 keeps 3 more bits than bfloat16, so the rounding is
-    // finer -- but there is one.
-    std::vector<float> rounded = reference[i].to_vector<float>();
-    for (float& v : rounded) v = fp16_to_float(float_to_fp16(v));
-    CHECK(grad.to_vector<float>() == rounded);
-    any_rounded = any_rounded || grad.to_vector<float>() != reference[i].to_vector<float>();
-  }
-  CHECK(any_rounded);  // else this test could not tell the hook from the default
+  // float16 keeps 3 more bits than bfloat16, so its rounding is finer -- but there is one.
+  check_rounded_like(parallel::fp16_compress_hook(), [](float v) { return fp16_to_float(float_to_fp16(v)); });
 }
 
 TEST_CASE("comm hook: fp16 keeps float16's range -- tiny gradients flush to zero, huge ones overflow",
