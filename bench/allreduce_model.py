@@ -151,24 +151,27 @@ def main():
     for (h, pp) in configs:
         for g in links:
             print("# predicting %dx%d at %s" % (h, pp, speed_name(g)), flush=True)
-            measured = tcp4 if (h, pp, g) == (4, 1, 0) else measure(exe, h, h * pp, g, a.max_bytes)
+            calibration = (h, pp, g) == (4, 1, 0)  # measured above, for c_cpu
+            measured = tcp4 if calibration else measure(exe, h, h * pp, g, a.max_bytes)
             for size, t in sorted(measured.items()):
                 pred = model.seconds(h, pp, g, size)
                 points.append({"hosts": h, "per_host": pp, "ranks": h * pp, "link": speed_name(g), "bytes": size,
                                "measured_us": t * 1e6, "predicted_us": pred * 1e6,
-                               "error_pct": 100.0 * (pred - t) / t})
+                               "error_pct": 100.0 * (pred - t) / t, "calibration": calibration})
     for g, t in tcp2.items():  # the calibration runs' other sizes are checked too
         for size, s in sorted(t.items()):
             pred = model.seconds(2, 1, g, size)
             points.append({"hosts": 2, "per_host": 1, "ranks": 2, "link": speed_name(g), "bytes": size,
                            "measured_us": s * 1e6, "predicted_us": pred * 1e6, "error_pct": 100.0 * (pred - s) / s,
                            "calibration": True})
+    judged = [pt for pt in points if pt["bytes"] >= LARGE_FROM]
+    predicted = [pt for pt in judged if not pt["calibration"]]
+    fitted = [pt for pt in judged if pt["calibration"]]
 
     sizes = sorted({pt["bytes"] for pt in points})
     print("#\n# ringgrad allreduce_model  flat ring  cores=%d  error = (model - measured) / measured, %%" % model.cores)
     print("#  %-10s %-10s" % ("hosts x P", "link") + "".join("%9s" % fmt_bytes(s) for s in sizes) + "   max|err|")
     order = [(2, 1)] + configs
-    within = total = 0
     for (h, pp) in order:
         for g in links:
             row = {pt["bytes"]: pt for pt in points if (pt["hosts"], pt["per_host"]) == (h, pp)
@@ -177,18 +180,22 @@ def main():
                 continue
             errs = [row[s]["error_pct"] for s in sizes if s in row]
             cells = "".join("%9s" % ("%+.0f" % row[s]["error_pct"] if s in row else "-") for s in sizes)
-            print("   %-10s %-10s%s   %6.0f%%" % ("%dx%d" % (h, pp), speed_name(g), cells, max(abs(e) for e in errs)))
-            for s_, e in zip([s for s in sizes if s in row], errs):
-                if s_ >= LARGE_FROM:
-                    total += 1
-                    within += abs(e) <= a.tolerance
-    print("# %d of %d points from 1 MB up within +-%g %%. Calibrated on: 2x1 (every link: alpha and c_tcp "
-          "unshaped, eta at each speed), 4x1 unshaped (c_cpu) and 2 ranks over shm (alpha_shm, c_shm); the other "
-          "points are predictions. Below 1 MB a step's time is the wake-up latency of a rank on this shared 2-core "
-          "machine, which varies 30-110 us and is sometimes longer for smaller messages: no alpha-beta model fits it, "
-          "and none is used there (DDP's buckets are 1-25 MB)." % (within, total, a.tolerance))
+            mark = "  (calibration)" if any(pt["calibration"] for pt in row.values()) else ""
+            print("   %-10s %-10s%s   %6.0f%%%s" % ("%dx%d" % (h, pp), speed_name(g), cells, max(abs(e) for e in errs),
+                                                  mark))
+
+    def count(pts):
+        return sum(abs(pt["error_pct"]) <= a.tolerance for pt in pts), len(pts)
+
+    within, total = count(predicted)
+    print("# predictions from 1 MB up: %d of %d within +-%g %%; calibration runs' points from 1 MB up: %d of %d "
+          "(2x1 at every link: alpha, c_tcp and eta; 4x1 unshaped: c_cpu; 2 ranks over shm: alpha_shm, c_shm)."
+          % (within, total, a.tolerance, *count(fitted)))
+    print("# Below 1 MB a step's time is the wake-up latency of a rank on this shared 2-core machine, which varies "
+          "30-110 us and is sometimes longer for smaller messages: no alpha-beta model fits it, and none is used there "
+          "(DDP's buckets are 1-25 MB).")
     doc = {"program": "allreduce_model", "parameters": model.params(), "tolerance_pct": a.tolerance,
-           "within": within, "points_total": total, "points": points}
+           "predictions_within": within, "predictions_judged": total, "points": points}
     path = os.path.join(out, "allreduce_model.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -73,7 +73,7 @@ Options parse(int argc, char** argv) {
   flags.add_int("--nproc", &o.nproc, "ranks of the job, started on this machine (with --hosts: over all hosts)", 1,
                 1024);
   flags.add_int("--hosts", &o.hosts,
-                "emulated hosts the ranks are spread over (network namespaces, needs root); 1: this machine", 1, 64);
+                "emulated hosts the ranks are spread over (network namespaces, needs root); 1: this machine", 1, 32);
   flags.add_double("--link-gbit", &o.link_gbit, "with --hosts: each host's link speed in Gbit/s; 0: unshaped", 0.0,
                    1e4);
   flags.add_choice("--transport", &transport, {"shm", "tcp", "auto", "all"},

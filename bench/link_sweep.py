@@ -79,7 +79,7 @@ def goals(results, hook):
         rows = results[10.0]
         b = best({k: v for k, v in rows.items() if "+" not in k}, "ddp-bucketed-")  # without the hook
         f = rows.get("ddp-flat")
-        if b and f:
+        if b and f and rows[b]["exposed_pct"] is not None:
             e = rows[b]["exposed_pct"]
             say("10 Gbit/s: %s exposes at most 25%% of its communication" % b, "%.1f%%" % e, e <= 25)
             r = f["step_ms"] / rows[b]["step_ms"]
@@ -95,7 +95,7 @@ def goals(results, hook):
     return lines
 
 
-def plot(results, path):
+def plot(results, path, hosts=2):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -118,7 +118,7 @@ def plot(results, path):
     ax.set_yscale("log")
     ax.set_xlabel("each host's link")
     ax.set_ylabel("step time (ms, median; log scale)")
-    ax.set_title("DDP step time against link speed (2 emulated hosts)")
+    ax.set_title("DDP step time against link speed (%d emulated hosts)" % hosts)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -220,7 +220,7 @@ def main():
     with open(os.path.join(out, "link_sweep.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print("# wrote " + os.path.join(out, "link_sweep.json"))
-    plot(results, os.path.join(out, "link_sweep.png"))
+    plot(results, os.path.join(out, "link_sweep.png"), a.hosts)
     return 1 if wrong else 0
 
 

@@ -1,8 +1,9 @@
 // parallel/comm_hook.cpp: the built-in communication hooks, and Work::then.
 #include <ringgrad/parallel/comm_hook.h>
 
-#include <cstring>
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <mutex>
 #include <utility>
 
@@ -122,7 +123,21 @@ CommHook bf16_compress_hook() {
 
 namespace {
 
-// The bucket's values divided by the world size in float32 (float64 for a float64 bucket) and
+// d as a float rounded to odd: truncated toward zero, its last bit set when anything was dropped.
+// Rounding that float to float16 (11 significant bits, 13 fewer than float's 24) gives what rounding
+// d to float16 directly gives -- one rounding, as a GPU's __double2half does, not two.
+float round_to_odd(double d) {
+  auto f = static_cast<float>(d);
+  if (std::isnan(f) || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof(bits));
+  bits |= 1u;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// The bucket's values scaled by 1 / world size -- in float32, or float64 for a float64 bucket -- and
 // rounded to float16 bits in `out` (host memory); and the float16 average back into the bucket.
 void narrow_to_fp16(const Tensor& from, const Tensor& out, int world) {
   auto* bits = static_cast<uint16_t*>(out.data());
@@ -139,7 +154,7 @@ void narrow_to_fp16(const Tensor& from, const Tensor& out, int world) {
     } else if (from.dtype() == DType::f64) {
       const auto* values = static_cast<const double*>(from.data()) + start;
       const double scale = 1.0 / world;
-      for (int64_t i = 0; i < m; ++i) scaled[i] = static_cast<float>(values[i] * scale);
+      for (int64_t i = 0; i < m; ++i) scaled[i] = round_to_odd(values[i] * scale);
     } else {
       const auto* values = static_cast<const uint16_t*>(from.data()) + start;
       fp16_to_floats(values, scaled, m);
@@ -170,10 +185,10 @@ CommHook fp16_compress_hook() {
     RINGGRAD_CHECK(buffer.dtype() == DType::f32 || buffer.dtype() == DType::f64 || buffer.dtype() == DType::f16,
                    "fp16_compress_hook: expected a float32, float64 or float16 bucket, got ", buffer.dtype());
     const NoGradGuard no_grad;  // gradients are data here, not part of any graph
-    // Divided by the world size first, then summed -- not averaged after: float16 ends at 65504, and a
-    // sum of N gradients can pass that where their average does not (the ring rounds every partial
-    // sum to float16 on its way). PyTorch's fp16_compress_hook divides first for the same reason.
-    // Every element goes through float32 once: scaled there, then rounded to float16.
+    // Scaled by 1/N first, then summed -- not averaged after: float16 ends at 65504, and a sum of N
+    // gradients can pass that where their average does not (the ring rounds every partial sum to
+    // float16 on its way). PyTorch's fp16_compress_hook divides before the sum too (after its cast).
+    // Every element is rounded to float16 once: scaled in its bucket's precision, then narrowed.
     const int world = group.size();
     const bool host = buffer.device().is_cpu();
     Tensor compressed;

@@ -57,7 +57,7 @@ CommHook bf16_compress_hook();
 /// divided by the world size while rounded to float16 (the division in float32), all-reduced with
 /// a sum, cast back into the bucket (when the Work is waited for, on the waiting thread). Dividing
 /// before the sum keeps a sum of N in-range gradients from overflowing float16's 65504 on the way.
-/// Values beyond float16's range become infinities, and ones below 2^-24 zeros.
+/// Values beyond float16's range become infinities, and ones at or below 2^-25 zeros.
 CommHook fp16_compress_hook();
 /// The hook a name selects, for flags: "none" (allreduce_hook), "bf16" (bf16_compress_hook) or
 /// "fp16" (fp16_compress_hook); any other name is an Error listing these.

@@ -11,7 +11,7 @@
 # Only the namespaces' addresses are used, and the root namespace has none on the bridge, so no
 # traffic leaves the cluster.
 #
-# COMMAND runs in the root namespace, with
+# COMMAND runs in the root namespace, without RINGGRAD_HOST_ID (each namespace is its own host), with
 #   RINGGRAD_CLUSTER_HOSTS   the namespaces' names, host 0 first, space-separated
 #   RINGGRAD_CLUSTER_ADDRS   their addresses, in the same order
 #   RINGGRAD_CLUSTER_LINKS   each host's interface on the bridge side (for `ip link set ... down`)
@@ -140,6 +140,10 @@ for ((i = 0; i < hosts; i++)); do
   links+=("$cable")
 done
 
+# Each namespace is a host of its own: an inherited RINGGRAD_HOST_ID (which tests set to emulate
+# hosts without namespaces) would make them all one host, and the ring would use shared memory
+# between them instead of the shaped links.
+unset RINGGRAD_HOST_ID
 export RINGGRAD_CLUSTER_HOSTS="${names[*]}"
 export RINGGRAD_CLUSTER_ADDRS="${addrs[*]}"
 export RINGGRAD_CLUSTER_LINKS="${links[*]}"

@@ -57,7 +57,7 @@ Options parse(int argc, char** argv) {
                    "the bytes)");
   flags.add_int("--hosts", &o.hosts,
                 "emulated hosts the DDP ranks are spread over (network namespaces, needs root); 1: this machine", 1,
-                64);
+                32);
   flags.add_double("--link-gbit", &o.link_gbit, "with --hosts: each host's link speed in Gbit/s; 0: unshaped", 0.0,
                    1e4);
   flags.add_list("--layers", &o.layers, "the MLP's layer sizes, input first", 1, 1 << 20);

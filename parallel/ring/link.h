@@ -108,7 +108,8 @@ inline std::string peer_name(int rank, const std::string& host) {
 // Connects this rank's two halves through the store; every rank of the ring calls it at once.
 // master_addr picks the interface a TCP half listens on (the one that reaches it). It waits only for
 // ranks of this ring in this same call, so ranks that connect several rings one after another, all in
-// the same order, cannot wait in a circle either: each ring is complete before any rank starts the next.
+// the same order, cannot wait in a circle either: within a ring a rank waits only for its two
+// neighbours on that ring, and they are at the same ring in the same order.
 std::unique_ptr<RingLink> connect_ring_link(Store& store, const RingNeighbours& ring, const std::string& master_addr,
                                             Deadline deadline);
 

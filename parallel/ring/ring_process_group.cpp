@@ -175,8 +175,9 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
       neighbours.here = local_address_towards(options.master_addr());
       where_ = " at " + neighbours.here;
     }
-    // The rings one after another, in the same order on every rank: each is complete before any
-    // rank starts the next, so no rank waits in a circle (connect_ring_link).
+    // The rings one after another, in the same order on every rank: within a ring a rank waits only
+    // for its neighbours there, who connect the rings in that order too, so none waits in a circle
+    // (connect_ring_link).
     link_ = connect_ring_link(*store_, neighbours, options.master_addr(), deadline);
     transport_name_ = link_->name();
     if (hierarchical) {

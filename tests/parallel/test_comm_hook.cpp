@@ -104,6 +104,18 @@ TEST_CASE("comm hook: fp16 keeps float16's range -- tiny gradients flush to zero
     CHECK(got[6] == -INFINITY);
     CHECK(got[7] == fp16_to_float(float_to_fp16(0.1f)));
   }
+  // A float64 bucket is rounded to float16 once, not through float32: 1 + 2^-11 + 2^-40 is just above
+  // the midpoint between 1 and the next float16, 1 + 2^-10, so it rounds up; through float32 it would
+  // first lose the 2^-40, land on the midpoint, and tie to even: 1.
+  parallel::GradBucket wide{0, from_vector(std::vector<double>{1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40),
+                                                               -(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)),
+                                                               1.0 + std::ldexp(1.0, -11)},
+                                           {3})};
+  parallel::fp16_compress_hook()(*pg, wide)->wait();
+  const std::vector<double> once = wide.buffer.to_vector<double>();
+  CHECK(once[0] == 1.0 + std::ldexp(1.0, -10));
+  CHECK(once[1] == -(1.0 + std::ldexp(1.0, -10)));
+  CHECK(once[2] == 1.0);  // exactly the midpoint: ties to even
   // A float16 bucket goes as it is (divided by 1 here): its bits come back unchanged.
   Tensor half = empty({3}, DType::f16);
   const uint16_t bits[] = {0x3555, 0x8001, 0x7bff};
