@@ -242,13 +242,16 @@ void GlooProcessGroup::communication_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       broken = broken_;
     }
+    // The job's captures go before its Work is done, as in the ring's loop (the waiter may then exit).
     if (!broken.empty()) {
+      job.run = nullptr;
       job.work->mark_done(std::make_exception_ptr(Error(detail::str(
           "gloo ", job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
       continue;
     }
     try {
       job.run(run);
+      job.run = nullptr;
       job.work->mark_done();
     } catch (const std::exception& e) {
       const std::string message =
@@ -260,6 +263,7 @@ void GlooProcessGroup::communication_loop() {
       // Closing this rank's connections tells every peer at once, as the ring's abort does: a rank
       // that waits on this one fails now instead of at its deadline.
       context_.reset();
+      job.run = nullptr;
       job.work->mark_done(std::make_exception_ptr(Error(message)));
     }
   }

@@ -281,13 +281,18 @@ void RingProcessGroup::communication_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       broken = broken_;
     }
+    // A job's captures (tensors, CUDA events of staged copies) are released on this thread before its
+    // Work is marked done: once it is, the waiter may return from main, and the exit handlers then
+    // tear down what a late destructor here would still touch (the CUDA runtime's state).
     if (!broken.empty()) {
+      job.run = nullptr;
       job.work->mark_done(std::make_exception_ptr(Error(
           detail::str(job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
       continue;
     }
     try {
       job.run(collective, deadline_in(timeout()));
+      job.run = nullptr;
       job.work->mark_done();
     } catch (const std::exception& e) {
       std::string message = detail::str(job.work->description(), " on rank ", rank_, where_, ": ", e.what());
@@ -298,6 +303,7 @@ void RingProcessGroup::communication_loop() {
         broken_ = message;
       }
       abort_links(e.what());
+      job.run = nullptr;
       job.work->mark_done(std::make_exception_ptr(Error(message)));
     }
   }
