@@ -12,15 +12,21 @@
 // references.
 //
 // Per size: `warmup` untimed all-reduces, then `iters` timed ones (fewer for large sizes); time is
-// the mean per all-reduce, the slowest rank's. algbw = bytes / time; busbw = algbw * 2(n-1)/n, the
-// rate each rank's link actually carried, comparable with the link's peak and across world sizes.
+// the mean per all-reduce, the slowest rank's; min, median and max are those of single all-reduces
+// (each the slowest rank's), so that outliers show. algbw = bytes / time; busbw = algbw * 2(n-1)/n,
+// the rate each rank's link actually carried, comparable with the link's peak and across world
+// sizes. memcpy: one thread's memcpy of the same size on every rank at once, in the same run -- the
+// yardstick for the shm transport, whose steps are copies and reductions.
 // #wrong counts elements that differ from the exact answer in a separate checked all-reduce.
 #include <ringgrad/ringgrad.h>
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -140,12 +146,33 @@ int iterations_for(int64_t bytes) {
   return static_cast<int>(std::clamp<int64_t>((200ll << 20) / std::max<int64_t>(bytes, 1 << 16), 5, 1000));
 }
 
-// One row per size: bytes, seconds per all-reduce, wrong elements.
+// One row per size: bytes, seconds per all-reduce (mean, and the spread of single ones), wrong
+// elements, and the memcpy reference.
 struct Row {
   int64_t bytes;
   double seconds;
   int64_t wrong;
+  double min_seconds, median_seconds, max_seconds;  // of single all-reduces, each the slowest rank's
+  double memcpy_seconds;                            // one memcpy of `bytes` on one thread, every rank at once
 };
+
+// Single-thread memcpy of `bytes`, timed on every rank at the same moment as the all-reduce runs
+// (each rank's core copies its own buffers): what one core's memory traffic can move. An all-reduce
+// moving data at that rate or better does no more copying than necessary. Mean over `iters`.
+double memcpy_seconds(parallel::ProcessGroup& pg, int64_t bytes, int iters) {
+  std::vector<uint8_t> from(static_cast<size_t>(bytes), 1), to(static_cast<size_t>(bytes), 0);
+  std::memcpy(to.data(), from.data(), from.size());  // faults both in before the clock starts
+  pg.barrier()->wait();
+  const auto start = bench::Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    from[static_cast<size_t>(i) % from.size()] = static_cast<uint8_t>(i);  // keeps each copy from being elided
+    std::memcpy(to.data(), from.data(), from.size());
+  }
+  const double seconds = bench::seconds_since(start) / iters;
+  Tensor slowest = full({1}, seconds + static_cast<double>(to[0] == 255) * 1e-12, DType::f64);
+  pg.all_reduce(slowest, parallel::ReduceOp::Max)->wait();
+  return slowest.item();
+}
 
 // --- a rank ----------------------------------------------------------------------------------------
 
@@ -158,11 +185,24 @@ std::vector<Row> measure(parallel::ProcessGroup& pg, const Options& o, Device de
     for (int i = 0; i < o.warmup; ++i) pg.all_reduce(t)->wait();
     const int iters = iterations_for(bytes);
     pg.barrier()->wait();
+    // Each all-reduce timed on its own as well, so that the spread shows: a median far below the
+    // mean, or a max far above it, is a few slow ones (a nap too long, a descheduled thread), not
+    // a slow algorithm.
+    std::vector<double> single(static_cast<size_t>(iters));
     const auto start = bench::Clock::now();
-    for (int i = 0; i < iters; ++i) pg.all_reduce(t)->wait();
-    if (device.is_cuda()) cuda_synchronize(device.index);  // wait() orders the GPU, not the host
+    for (int i = 0; i < iters; ++i) {
+      const auto one = bench::Clock::now();
+      pg.all_reduce(t)->wait();
+      if (device.is_cuda()) cuda_synchronize(device.index);  // wait() orders the GPU, not the host
+      single[static_cast<size_t>(i)] = bench::seconds_since(one);
+    }
     Tensor seconds = full({1}, bench::seconds_since(start) / iters, TensorOptions(DType::f64).device(device));
     pg.all_reduce(seconds, parallel::ReduceOp::Max)->wait();  // the slowest rank sets the pace
+    // The i-th all-reduce's time is the slowest rank's: the ranks run them in lockstep.
+    Tensor spread = from_vector(single, {iters}).to(device);
+    pg.all_reduce(spread, parallel::ReduceOp::Max)->wait();
+    std::vector<double> sorted = spread.to(Device::cpu()).to_vector<double>();
+    std::sort(sorted.begin(), sorted.end());
 
     Tensor check = full({count}, static_cast<double>(pg.rank() + 1), device);
     pg.all_reduce(check)->wait();
@@ -171,7 +211,9 @@ std::vector<Row> measure(parallel::ProcessGroup& pg, const Options& o, Device de
     for (float v : check.to_vector<float>()) wrong += v != want;
     Tensor wrong_total = full({1}, static_cast<double>(wrong), TensorOptions(DType::f64).device(device));
     pg.all_reduce(wrong_total)->wait();
-    rows.push_back({count * 4, seconds.item(), static_cast<int64_t>(wrong_total.item())});
+    const double memcpy_s = device.is_cuda() ? NAN : memcpy_seconds(pg, count * 4, iters);
+    rows.push_back({count * 4, seconds.item(), static_cast<int64_t>(wrong_total.item()), sorted.front(),
+                    bench::median(sorted), sorted.back(), memcpy_s});
   }
   return rows;
 }
@@ -196,7 +238,8 @@ int run_rank(const Options& o) {
     lead = pg->rank() == 0;
     if (lead)
       for (const Row& r : rows)
-        results << o.transports[k] << ' ' << r.bytes << ' ' << r.seconds << ' ' << r.wrong << '\n';
+        results << o.transports[k] << ' ' << r.bytes << ' ' << r.seconds << ' ' << r.wrong << ' ' << r.min_seconds
+                << ' ' << r.median_seconds << ' ' << r.max_seconds << ' ' << r.memcpy_seconds << '\n';
     pg->barrier()->wait();
     parallel::destroy_process_group();
   }
@@ -247,15 +290,17 @@ std::map<std::string, std::map<int64_t, double>> parse_reference(
 int report(const Options& o, const std::string& results) {
   std::map<std::string, std::map<int64_t, double>> seconds;  // by transport, then size
   std::map<std::string, std::map<int64_t, int64_t>> wrong;
+  std::map<std::string, std::map<int64_t, std::vector<double>>> spread;  // min, median, max, memcpy (s)
   {
     std::istringstream in(results);
     std::string name;
     int64_t bytes, w;
-    double s;
-    while (in >> name >> bytes >> s >> w) {
+    double s, lo, mid, hi, copy;
+    while (in >> name >> bytes >> s >> w >> lo >> mid >> hi >> copy) {
       const std::string label = name == "nccl" || name == "gloo" ? name : "ring-" + name;
       seconds[label][bytes] = s;
       wrong[label][bytes] = w;
+      spread[label][bytes] = {lo, mid, hi, copy};
     }
   }
   const double bus = 2.0 * (o.nproc - 1) / o.nproc;
@@ -265,16 +310,23 @@ int report(const Options& o, const std::string& results) {
     bench::Table table(name, {{"size", "B", 11},
                               {"count", "elements", 11},
                               {"time", "us", 9},
+                              {"min", "us", 8},
+                              {"median", "us", 8},
+                              {"max", "us", 8},
                               {"algbw", "GB/s", 8},
                               {"busbw", "GB/s", 8},
+                              {"memcpy", "GB/s", 8},
                               {"#wrong", "", 7}});
     double busbw_sum = 0;
     for (const auto& [bytes, s] : by_size) {
       const double algbw = bytes / s / 1e9;
       busbw_sum += algbw * bus;
       total_wrong += wrong[name][bytes];
-      table.add_row({std::to_string(bytes), std::to_string(bytes / 4), bench::fmt(s * 1e6, 1), bench::fmt(algbw, 2),
-                     bench::fmt(algbw * bus, 2), std::to_string(wrong[name][bytes])});
+      const std::vector<double>& sp = spread[name][bytes];
+      table.add_row({std::to_string(bytes), std::to_string(bytes / 4), bench::fmt(s * 1e6, 1),
+                     bench::fmt(sp[0] * 1e6, 1), bench::fmt(sp[1] * 1e6, 1), bench::fmt(sp[2] * 1e6, 1),
+                     bench::fmt(algbw, 2), bench::fmt(algbw * bus, 2), bench::fmt(bytes / sp[3] / 1e9, 2),
+                     std::to_string(wrong[name][bytes])});
     }
     std::printf("# ringgrad bench_allreduce  backend=%s  world=%d  %s  dtype=float32  warmup=%d  commit=%s\n#\n",
                 name.c_str(), o.nproc, hosts_text(o).c_str(), o.warmup, RINGGRAD_BENCH_COMMIT);

@@ -9,16 +9,22 @@
 // (set_num_threads(1); torch.set_num_threads(1)), so two ranks use the machine's two cores.
 // Modes, each timed for `steps` steps after `warmup` untimed ones:
 //   ddp          the real thing: 25 MB buckets (first 1 MB), all-reduce overlapped with backward
-//   ddp-bucket_view  the same with gradient_as_bucket_view: .grad is a view of its bucket, no copy back
+//   ddp-bucket_view  the same with gradient_as_bucket_view: .grad is a view of its bucket, which
+//                backward writes into: no copy in or back
 //   ddp-no_sync  the same steps inside no_sync(): no communication -- the floor DDP is judged by
 //   torch-ddp    torch.nn.parallel.DistributedDataParallel over gloo (bench/torch_ddp_step.py)
 //   torch-no_sync  PyTorch's step inside its no_sync()
-// Step time is the median over steps of the slowest rank; p10 and p90 alongside. ratio columns:
+// Step time is the median over steps of the slowest rank; p10 and p90 alongside; cpu: the median
+// CPU time of a rank's process per step (all its threads), of the rank that used most; faults: its
+// page faults per step (each a page of fresh memory from the kernel, zeroed). ratio columns:
 // ddp / ddp-no_sync (goal: <= 1.15, communication hidden behind backward) and ddp / torch-ddp
 // (goal: <= 0.65).
-// #wrong: after the timed steps both ranks must hold bitwise identical parameters.
+// The modes take turns, 5 steps each, so that the machine's load changes fall on all of them alike.
+// #wrong: after the timed steps both ranks must hold bitwise identical parameters (each
+// synchronised mode trains its own copy of the model; ddp-no_sync a third one).
 #include <ringgrad/ringgrad.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,28 +67,72 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Step times (ms) of one mode on this rank.
-std::vector<double> run_mode(parallel::DistributedDataParallel<nn::MLP>& ddp, nn::optim::SGD& opt, const Tensor& x,
-                             const Tensor& y, const Options& o, bool sync) {
-  std::vector<double> ms;
-  for (int s = 0; s < o.warmup + o.steps; ++s) {
+// One mode: a wrapper, its optimizer, and whether its steps synchronise.
+struct Mode {
+  std::string name;
+  parallel::DistributedDataParallel<nn::MLP>* ddp;
+  nn::optim::SGD* opt;
+  bool sync;
+  std::vector<double> ms;      // this rank's timed steps
+  std::vector<double> cpu_ms;  // the CPU time this rank's process used in each (all its threads)
+  std::vector<double> faults;  // page faults in each: fresh memory the allocator had to get from the kernel
+};
+
+double page_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_minflt + usage.ru_majflt);
+}
+
+// The CPU time of this whole process (compute and communication threads), in ms. Unlike the step
+// time it barely changes with the machine's load: it is the work a step costs.
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
+// Runs `steps` steps of one mode; appends their times (ms) when `timed`.
+void run_steps(Mode& m, const Tensor& x, const Tensor& y, int steps, bool timed) {
+  for (int s = 0; s < steps; ++s) {
     const auto start = bench::Clock::now();
-    opt.zero_grad();
-    if (sync) {
-      const Tensor loss = cross_entropy(ddp(x), y);
+    const double cpu_start = process_cpu_ms(), faults_start = page_faults();
+    m.opt->zero_grad();
+    if (m.sync) {
+      const Tensor loss = cross_entropy((*m.ddp)(x), y);
       loss.backward();
-      opt.step();
+      m.opt->step();
       loss.item();
     } else {
-      auto guard = ddp.no_sync();
-      const Tensor loss = cross_entropy(ddp(x), y);
+      auto guard = m.ddp->no_sync();
+      const Tensor loss = cross_entropy((*m.ddp)(x), y);
       loss.backward();
-      opt.step();
+      m.opt->step();
       loss.item();
     }
-    if (s >= o.warmup) ms.push_back(bench::seconds_since(start) * 1e3);
+    if (!timed) continue;
+    m.ms.push_back(bench::seconds_since(start) * 1e3);
+    m.cpu_ms.push_back(process_cpu_ms() - cpu_start);
+    m.faults.push_back(page_faults() - faults_start);
   }
-  return ms;
+}
+
+// The modes take turns, kBlockSteps steps each, so that a change in the machine's load (other
+// jobs, the clock) falls on all of them alike and their ratios compare like with like.
+constexpr int kBlockSteps = 5;
+
+void run_interleaved(std::vector<Mode>& modes, parallel::ProcessGroup& pg, const Tensor& x, const Tensor& y,
+                     const Options& o) {
+  for (Mode& m : modes) {
+    pg.barrier()->wait();
+    run_steps(m, x, y, o.warmup, /*timed=*/false);
+  }
+  for (int done = 0; done < o.steps; done += kBlockSteps) {
+    for (Mode& m : modes) {
+      pg.barrier()->wait();  // no_sync steps do not keep the ranks together; each block starts in step
+      run_steps(m, x, y, std::min(kBlockSteps, o.steps - done), /*timed=*/true);
+    }
+  }
 }
 
 // Runs this rank's part; rank 0's rows ("mode value...") go to `out`. Returns whether this is rank 0.
@@ -93,6 +143,18 @@ bool run_rank(const Options& o, std::ostringstream& out) {
   auto model = std::make_shared<nn::MLP>(std::vector<int64_t>{784, 1024, 1024, 10});
   parallel::DistributedDataParallel<nn::MLP> ddp(model, pg);
   nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
+  // A second, identical model under gradient_as_bucket_view: its .grad are views of its buckets, and
+  // backward writes the gradients into them, so nothing is copied in or back.
+  manual_seed(0);
+  auto model_view = std::make_shared<nn::MLP>(std::vector<int64_t>{784, 1024, 1024, 10});
+  parallel::DistributedDataParallel<nn::MLP> ddp_view(model_view, pg,
+                                                      parallel::DDPOptions().gradient_as_bucket_view(true));
+  nn::optim::SGD opt_view(ddp_view.parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
+  // And a third for the no_sync steps, whose local updates would make the others' replicas differ.
+  manual_seed(0);
+  auto model_local = std::make_shared<nn::MLP>(std::vector<int64_t>{784, 1024, 1024, 10});
+  parallel::DistributedDataParallel<nn::MLP> ddp_local(model_local, pg);
+  nn::optim::SGD opt_local(ddp_local.parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
   const Tensor x = randn({o.batch, 784}, DType::f32, 100 + pg->rank());
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < o.batch; ++i) labels.push_back((i * 7 + pg->rank()) % 10);
@@ -108,18 +170,17 @@ bool run_rank(const Options& o, std::ostringstream& out) {
       out << '\n';
     }
   };
-  // The same model under a second wrapper whose .grad are views of the buckets (no copy back). Its
-  // hooks and the first wrapper's coexist: a reducer acts only after its own wrapper's forward.
-  parallel::DistributedDataParallel<nn::MLP> ddp_view(model, pg, parallel::DDPOptions().gradient_as_bucket_view(true));
-  nn::optim::SGD opt_view(ddp_view.parameters(), nn::optim::SGDOptions(0.01).momentum(0.9));
-  pg->barrier()->wait();
-  write_slowest("ddp-bucket_view", run_mode(ddp_view, opt_view, x, y, o, true));
-  for (const std::string mode : {"ddp", "ddp-no_sync"}) {
-    pg->barrier()->wait();
-    write_slowest(mode, run_mode(ddp, opt, x, y, o, mode == "ddp"));
-    if (mode != "ddp") continue;
-    // Where a synchronised step's time goes (the last one's), and whether the replicas are still
-    // identical: synchronised steps from identical weights keep every parameter equal, bit for bit.
+  // ddp last: its timings() below are of its own last step.
+  std::vector<Mode> modes = {{"ddp-no_sync", &ddp_local, &opt_local, false, {}},
+                             {"ddp-bucket_view", &ddp_view, &opt_view, true, {}},
+                             {"ddp", &ddp, &opt, true, {}}};
+  run_interleaved(modes, *pg, x, y, o);
+  for (const Mode& m : modes) {
+    write_slowest(m.name, m.ms);
+    write_slowest("cpu " + m.name, m.cpu_ms);
+    write_slowest("faults " + m.name, m.faults);
+  }
+  {
     const parallel::DDPTimings t = ddp.timings();
     if (std::getenv("BENCH_DEBUG"))
       for (const auto& b : t.buckets)
@@ -131,16 +192,19 @@ bool run_rank(const Options& o, std::ostringstream& out) {
                      t.backward_us / 1e3);
     write_slowest("ddp-breakdown", {t.forward_us / 1e3, t.backward_us / 1e3, t.exposed_comm_us / 1e3,
                                     t.copy_back_us / 1e3, static_cast<double>(t.buckets.size())});
-    int64_t wrong = 0;
-    for (const Tensor& p : ddp.parameters()) {
-      Tensor theirs = p.detach().clone();
-      pg->broadcast(theirs, 0)->wait();
-      const auto a = p.to_vector<float>(), b = theirs.to_vector<float>();
-      for (size_t i = 0; i < a.size(); ++i) wrong += a[i] != b[i];
+    for (const Mode& m : modes) {
+      if (!m.sync) continue;
+      int64_t wrong = 0;
+      for (const Tensor& p : m.ddp->parameters()) {
+        Tensor theirs = p.detach().clone();
+        pg->broadcast(theirs, 0)->wait();
+        const auto a = p.to_vector<float>(), b = theirs.to_vector<float>();
+        for (size_t i = 0; i < a.size(); ++i) wrong += a[i] != b[i];
+      }
+      Tensor w = full({1}, static_cast<double>(wrong), DType::f64);
+      pg->all_reduce(w)->wait();
+      if (pg->rank() == 0) out << "wrong " << m.name << ' ' << w.item() << '\n';
     }
-    Tensor w = full({1}, static_cast<double>(wrong), DType::f64);
-    pg->all_reduce(w)->wait();
-    if (pg->rank() == 0) out << "wrong " << w.item() << '\n';
   }
   const bool lead = pg->rank() == 0;
   pg->barrier()->wait();
@@ -160,9 +224,10 @@ Stats stats_of(std::vector<double> v) {
 }
 
 int report(const Options& o, const std::string& results) {
-  std::map<std::string, Stats> modes;
-  std::vector<double> breakdown;  // forward, backward, exposed comm, copy back (ms), buckets
-  int64_t wrong = -1;
+  // Step time; process CPU time and page faults per step (ringgrad's modes).
+  std::map<std::string, Stats> modes, cpu, faults;
+  std::vector<double> breakdown;         // forward, backward, exposed comm, copy back (ms), buckets
+  std::map<std::string, int64_t> wrong;  // by synchronised mode
   {
     std::istringstream in(results);
     std::string line;
@@ -170,11 +235,24 @@ int report(const Options& o, const std::string& results) {
       std::istringstream f(line);
       std::string name;
       f >> name;
+      if (name == "wrong") {  // "wrong <mode> <count>"
+        std::string mode;
+        double count = -1;
+        f >> mode >> count;
+        wrong[mode] = static_cast<int64_t>(count);
+        continue;
+      }
+      if (name == "cpu" || name == "faults") {  // "cpu <mode> <ms>...", "faults <mode> <count>..."
+        std::string mode;
+        f >> mode;
+        std::vector<double> v;
+        for (double d; f >> d;) v.push_back(d);
+        (name == "cpu" ? cpu : faults)[mode] = stats_of(v);
+        continue;
+      }
       std::vector<double> v;
       for (double d; f >> d;) v.push_back(d);
-      if (name == "wrong")
-        wrong = v.empty() ? -1 : static_cast<int64_t>(v[0]);
-      else if (name == "ddp-breakdown")
+      if (name == "ddp-breakdown")
         breakdown = v;
       else
         modes[name] = stats_of(v);
@@ -208,13 +286,17 @@ int report(const Options& o, const std::string& results) {
                                   {"p10", "ms", 8},
                                   {"p90", "ms", 8},
                                   {"samples/s", "", 10},
+                                  {"cpu", "ms", 7},
+                                  {"faults", "", 7},
                                   {"#wrong", "", 6}});
   for (const std::string name : {"ddp", "ddp-bucket_view", "ddp-no_sync", "torch-ddp", "torch-no_sync"}) {
     if (!modes.count(name)) continue;
     const Stats s = modes[name];
     table.add_row({name, std::to_string(o.nproc), std::to_string(o.batch), bench::fmt(s.median, 2),
                    bench::fmt(s.p10, 2), bench::fmt(s.p90, 2), bench::fmt(o.nproc * o.batch / s.median * 1e3, 0),
-                   name == "ddp" ? std::to_string(wrong) : "-"});
+                   cpu.count(name) ? bench::fmt(cpu[name].median, 2) : "-",
+                   faults.count(name) ? bench::fmt(faults[name].median, 0) : "-",
+                   wrong.count(name) ? std::to_string(wrong[name]) : "-"});
   }
   std::printf(
       "# ringgrad bench_ddp_step  model=MLP 784-1024-1024-10  ranks=%d  threads/rank=1  backend=ring  "
@@ -231,13 +313,20 @@ int report(const Options& o, const std::string& results) {
       "# ddp / ddp-no_sync = %.3f (goal <= 1.15: communication adds at most 15%% to a step); "
       "ddp-bucket_view / ddp-no_sync = %.3f\n",
       ddp / floor, modes["ddp-bucket_view"].median / floor);
+  if (cpu.count("ddp") && cpu.count("ddp-no_sync"))
+    std::printf(
+        "# CPU per step beyond ddp-no_sync's (the work communication costs, hardly affected by the machine's "
+        "load): ddp %.2f ms, ddp-bucket_view %.2f ms\n",
+        cpu["ddp"].median - cpu["ddp-no_sync"].median, cpu["ddp-bucket_view"].median - cpu["ddp-no_sync"].median);
   if (modes.count("torch-ddp"))
     std::printf("# ddp / torch-ddp   = %.3f (goal <= 0.65: a step in at most 65%% of PyTorch DDP's time)\n",
                 ddp / modes["torch-ddp"].median);
   if (!o.json.empty())
     bench::write_json(o.json, "bench_ddp_step", {{"ranks", std::to_string(o.nproc)}, {"commit", RINGGRAD_BENCH_COMMIT}},
                       {&table});
-  return wrong == 0 ? 0 : 1;
+  bool all_right = !wrong.empty();
+  for (const auto& [mode, count] : wrong) all_right = all_right && count == 0;
+  return all_right ? 0 : 1;
 }
 
 }  // namespace

@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
         "# ringgrad bench_dispatch  dtype=float32  threads=%d  cpu_devices=%d  reps=%d  min_loop=%gs  commit=%s%s\n",
         threads, rg::cpu_device_count(), reps, min_time, RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
     std::printf("# %s\n", torch_desc.c_str());
-    if (!pt.empty()) std::printf("# pytorch blas: %s\n", pt["blas"].c_str());
+    std::printf("%s\n", bench::cpu_gemm_header().c_str());
+    if (!pt.empty()) bench::print_peer_blas(stdout, pt);
     std::printf("# times: median over reps of the time per call in a loop of >= %g s; warm-up not timed\n", min_time);
     std::printf("#\n# dispatch: ratio = ringgrad/pytorch time, < 1 is faster than PyTorch; target = 1/4 of %s\n",
                 pt.empty() ? "PyTorch 1.13's 0.9/1.5 us on this kind of machine" : "PyTorch measured in this run");
@@ -293,7 +294,8 @@ int main(int argc, char** argv) {
           {"min_loop_s", bench::fmt(min_time, 3)},
           {"commit", RINGGRAD_BENCH_COMMIT},
           {"pytorch", pt.empty() ? "-" : pt["torch_version"]},
-          {"pytorch_note", pt.empty() ? torch_why : pt["blas"]},
+          {"pytorch_note", pt.empty() ? torch_why : bench::peer_blas_summary(pt)},
+          {"ringgrad_gemm", rg::kernels::cpu_gemm_build()},
           {"add_grad_note", "output dropped each call, so its graph is freed inside the timed loop"}};
       if (!bench::write_json(opt.json, "bench_dispatch", run, {&dispatch, &gemm})) {
         std::fprintf(stderr, "bench_dispatch: cannot write %s\n", opt.json.c_str());

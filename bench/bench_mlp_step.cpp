@@ -16,7 +16,8 @@
 //
 // Correctness (#wrong): every loss must be finite and the last below the first; and the first
 // `curve` losses must match PyTorch's within float32 tolerance (same weights, data and rule).
-// Any wrong result exits 1. The goal: ratio <= 1.00, a step as fast as PyTorch's or faster.
+// Any wrong result exits 1. The goal: ratio <= 0.90, a step in at most 90% of PyTorch's time, with
+// PyTorch's GEMMs on their fastest correct OpenBLAS core (bench/torch_common.py).
 //
 //   bench_mlp_step [--quick] [--steps N] [--warmup N] [--threads LIST] [--seed N] [--no-torch]
 //                  [--python PATH] [--json FILE]
@@ -56,6 +57,7 @@ constexpr int64_t kBatch = 256;
 constexpr double kLr = 0.01, kMomentum = 0.9;
 constexpr int kCurve = 5;              // leading steps whose losses are compared with PyTorch's
 constexpr double kCurveRelTol = 1e-4;  // |rg - pt| <= tol * max(1, |pt|): float32 with different GEMMs
+constexpr double kGoalRatio = 0.90;    // ringgrad's step / PyTorch's step, at the same thread count
 
 struct Options {
   bool quick = false;
@@ -332,7 +334,7 @@ int main(int argc, char** argv) {
         if (side == 0 && !pt_runs.empty()) {
           const double pt_step = bench::median(pt_runs[i].step);
           ratio = bench::fmt(step / pt_step, 2);
-          met = step <= pt_step ? "yes" : "no";
+          met = step <= kGoalRatio * pt_step ? "yes" : "no";
           double rel = 0;
           row_wrong += check_curve(r, pt_runs[i], rel);
           char buf[32];
@@ -354,7 +356,7 @@ int main(int argc, char** argv) {
     const char* threading = "ringgrad::set_num_threads, torch.set_num_threads";
     const std::string torch_desc =
         pt_runs.empty() ? "pytorch=- (" + torch_why + ")"
-                        : "pytorch=" + kv["torch_version"] + " eager cpu, " + kv["python"] + ", blas: " + kv["blas"];
+                        : "pytorch=" + kv["torch_version"] + " eager cpu, " + kv["python"];
     std::printf(
         "# ringgrad bench_mlp_step  model=784-1024-1024-10 relu  batch=%lld  dtype=float32  "
         "loss=cross_entropy(mean)  optim=SGD(lr=%g, momentum=%g)\n",
@@ -363,14 +365,16 @@ int main(int argc, char** argv) {
                 threads_list.c_str(), rg::cpu_device_count(), kCurve, warmup, steps,
                 static_cast<unsigned long long>(opt.seed), RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
     std::printf("# %s\n", torch_desc.c_str());
+    std::printf("%s\n", bench::cpu_gemm_header().c_str());
+    if (!pt_runs.empty()) bench::print_peer_blas(stdout, kv);
     std::printf(
         "# step = forward + backward + optim, median over the timed steps, p10/p90 beside it; the other\n"
         "# times are each phase's own median. forward: model(x), cross_entropy; backward: loss.backward(),\n"
         "# loss.item(), freeing the graph; optim: SGD step, zero_grad (grads to none). Same batch every step,\n"
-        "# %d + %d untimed steps first. ratio = ringgrad/pytorch step time at the same thread count; target <= 1.00\n"
+        "# %d + %d untimed steps first. ratio = ringgrad/pytorch step time at the same thread count; target <= %.2f\n"
         "# #wrong: non-finite losses, + 1 if loss_N (last step) is not below loss_1, + (ringgrad rows) steps of the\n"
         "# first %d whose loss differs from PyTorch's (same data and initial weights) by more than %g relative\n#\n",
-        kCurve, warmup, kCurve, kCurveRelTol);
+        kCurve, warmup, kGoalRatio, kCurve, kCurveRelTol);
     table.print(stdout);
     if (wrong) std::printf("# WRONG RESULTS: %d (see #wrong)\n", wrong);
 
@@ -389,7 +393,8 @@ int main(int argc, char** argv) {
           {"seed", std::to_string(opt.seed)},
           {"commit", RINGGRAD_BENCH_COMMIT},
           {"pytorch", pt_runs.empty() ? "-" : kv["torch_version"]},
-          {"pytorch_note", pt_runs.empty() ? torch_why : kv["blas"]}};
+          {"pytorch_note", pt_runs.empty() ? torch_why : bench::peer_blas_summary(kv)},
+          {"ringgrad_gemm", rg::kernels::cpu_gemm_build()}};
       if (!bench::write_json(opt.json, "bench_mlp_step", run, {&table})) {
         std::fprintf(stderr, "bench_mlp_step: cannot write %s\n", opt.json.c_str());
         return 1;

@@ -15,13 +15,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "bench_commit.h"         // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
-#include <ringgrad/nn/file_io.h>  // write_output: results are replaced atomically, like checkpoints
+#include <ringgrad/kernels/backend.h>  // cpu_gemm_build: what ringgrad's GEMM was compiled for
+#include <ringgrad/nn/file_io.h>        // write_output: results are replaced atomically, like checkpoints
 
 namespace bench {
 
@@ -180,6 +182,31 @@ inline bool write_json(const std::string& path, const std::string& program,
   for (const Table* t : tables) t->append_json(out, first);
   out += "\n]}\n";
   return write_output(path, out);
+}
+
+// The header line naming what ringgrad's CPU GEMM was built for (Eigen's version and SIMD sets, -march):
+// a comparison of products is only read right beside it.
+inline std::string cpu_gemm_header() { return "# ringgrad cpu gemm: " + ringgrad::kernels::cpu_gemm_build(); }
+
+// Prints the BLAS lines of a PyTorch reference script (bench/torch_common.py's blas_report: keys
+// blas, blas_core, blas_core_choice, blas_core_probe, blas_warning) as header lines. A warning is
+// printed in capitals: a ratio against a handicapped peer must not pass unnoticed.
+inline void print_peer_blas(FILE* out, const std::map<std::string, std::string>& kv, const char* peer = "pytorch") {
+  for (const char* key : {"blas", "blas_core", "blas_core_choice", "blas_core_probe"}) {
+    const auto it = kv.find(key);
+    if (it != kv.end()) std::fprintf(out, "# %s %s: %s\n", peer, key, it->second.c_str());
+  }
+  const auto warning = kv.find("blas_warning");
+  if (warning != kv.end()) std::fprintf(out, "# WARNING, %s BLAS: %s\n", peer, warning->second.c_str());
+}
+
+// One line for a JSON "run" entry: the peer's BLAS library and core.
+inline std::string peer_blas_summary(const std::map<std::string, std::string>& kv) {
+  const auto lib = kv.find("blas"), core = kv.find("blas_core"), warning = kv.find("blas_warning");
+  std::string s = lib == kv.end() ? "unknown" : lib->second;
+  if (core != kv.end()) s += ", core " + core->second;
+  if (warning != kv.end()) s += "; WARNING: " + warning->second;
+  return s;
 }
 
 // Runs `command` through /bin/sh; its stdout goes to `output`. Returns the exit status (127: the

@@ -10,6 +10,8 @@ import argparse
 import os
 import time
 
+import torch_common  # bench/torch_common.py, beside this script
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -49,6 +51,9 @@ def main():
     parser.add_argument("--max-bytes", type=int, default=256 << 20)
     args = parser.parse_args()
     port = 40000 + os.getpid() % 20000
+    # No GEMM here, so no core is chosen; the BLAS is still reported, as by every reference script.
+    for line in torch_common.blas_report():
+        print(line, flush=True)
     mp.spawn(rank_main, args=(args, port), nprocs=args.world)
 
 

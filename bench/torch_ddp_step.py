@@ -11,10 +11,14 @@ import argparse
 import os
 import time
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-import torch.nn.functional as F
+import torch_common  # bench/torch_common.py, beside this script
+
+torch_common.use_best_blas_core()  # before torch loads OpenBLAS; a spawned rank reuses the choice
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def rank_main(rank, args, port):
@@ -64,6 +68,8 @@ def main():
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
+    for line in torch_common.blas_report():
+        print(line, flush=True)
     mp.spawn(rank_main, args=(args, 40000 + os.getpid() % 20000), nprocs=args.world)
 
 

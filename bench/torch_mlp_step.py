@@ -24,7 +24,7 @@ import gc
 import sys
 import time
 
-from torch_common import blas_libraries  # bench/torch_common.py, beside this script
+import torch_common  # bench/torch_common.py, beside this script
 
 
 def main():
@@ -40,6 +40,7 @@ def main():
     parser.add_argument("--momentum", type=float, default=0.9)
     args = parser.parse_args()
 
+    torch_common.use_best_blas_core()  # before torch loads OpenBLAS: PyTorch's GEMMs at their best
     try:
         import torch
         import torch.nn.functional as F
@@ -128,7 +129,8 @@ def main():
             print(key + name + "_ms", ",".join("%.6f" % (t[i] * 1e-6) for t in times))
         sys.stdout.flush()
 
-    print("blas", blas_libraries())
+    for line in torch_common.blas_report():
+        print(line)
     return 0
 
 

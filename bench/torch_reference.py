@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from torch_common import blas_libraries  # bench/torch_common.py, beside this script
+import torch_common  # bench/torch_common.py, beside this script
 
 
 def time_per_call(loop, reps, min_time):
@@ -53,6 +53,7 @@ def main():
     parser.add_argument("--sizes", default="256,1024,2048")
     args = parser.parse_args()
 
+    torch_common.use_best_blas_core()  # before torch loads OpenBLAS: PyTorch's GEMMs at their best
     try:
         import torch
         import torch.nn.functional as F
@@ -112,7 +113,8 @@ def main():
         print("gemm_%d_gflops %.3f" % (size, 2.0 * size ** 3 / ns))
         sys.stdout.flush()
 
-    print("blas", blas_libraries())
+    for line in torch_common.blas_report():
+        print(line)
     return 0
 
 

@@ -10,8 +10,10 @@
 //
 // The model is a user-defined module (nn::Cloneable + reset(), see nn/module.h) so its layers are
 // typed members: model->fc1->weight. Each epoch prints loss, accuracy, samples/s and time left
-// (and, when it takes longer than --progress-every seconds, a progress line meanwhile); the end
-// prints the test accuracy. --help lists every flag. With --save, a training checkpoint (weights, optimizer state,
+// (and, when it takes longer than --progress-every seconds, a progress line meanwhile), then where its
+// wall-clock time went: train (the steps), eval (the test set), data (waiting for batches) and other;
+// the end prints the test accuracy, the same breakdown for the whole run with its start-up, and the
+// mean and median step. --help lists every flag. With --save, a training checkpoint (weights, optimizer state,
 // epoch, RNG) is written after every epoch, atomically; --resume continues bitwise where it left.
 // Exit status: 0, or 1 when --target is given and the test accuracy falls short of it.
 //
@@ -27,6 +29,9 @@
 // epoch (DistributedSampler) with batch-size / world-size rows, so the global batch -- and the
 // learning-rate schedule -- are those of one device; parallel::DistributedDataParallel averages the
 // gradients while backward runs. Rank 0 prints (epoch statistics are summed over the ranks) and saves.
+// The test set is shared out too: each rank evaluates every world-size-th image and the counts are
+// summed, so evaluation costs what it costs on one device instead of once per rank. Each process's
+// kernels get cores / processes threads (--threads overrides), as torchrun's OMP_NUM_THREADS=1 would.
 #include <ringgrad/ringgrad.h>
 
 #include <algorithm>
@@ -62,6 +67,7 @@ struct Args {
   double target = 0;       // minimum test accuracy, 0 = no check
   int64_t stop_after = 0;  // stop after this many epochs, as if the run crashed (to try --resume); 0 = never
   double progress_s = 5;   // seconds between progress lines inside an epoch
+  int64_t threads = 0;     // CPU kernel threads per process (per logical device with --dp); 0 = automatic
 };
 
 void add_flags(cli::FlagParser& flags, Args& a) {
@@ -88,6 +94,10 @@ void add_flags(cli::FlagParser& flags, Args& a) {
   flags.add_int("--stop-after", &a.stop_after,
                 "end after this many epochs, as if it crashed, to try --resume; 0: never", 0, 100000);
   flags.add_double("--progress-every", &a.progress_s, "seconds between progress lines inside an epoch", 0.0, 3600.0);
+  flags
+      .add_int("--threads", &a.threads,
+               "CPU threads each process (with --dp: each logical device) may use in its GEMMs; 0: automatic", 0, 1024)
+      .default_text("0: all cores; --dp: the cores / the devices; --ddp: the cores / the processes on this machine");
 }
 
 // The flags that define a run: a checkpoint records them, and --resume takes them back, so that the
@@ -146,8 +156,28 @@ struct Classifier : nn::Cloneable<Classifier> {
   std::shared_ptr<nn::Dropout> drop;
 };
 
+// Under --ddp each rank evaluates every R-th test image (rank, rank + R, ...) and the counts are summed
+// over the ranks, so the test set is gone through once in all, not once per rank. DistributedSampler
+// is not used here: it pads the shares to equal lengths by repeating images, which training needs (every
+// rank must run the same number of steps, or a collective waits forever) but a count must not.
+class EveryNth final : public nn::data::Sampler {
+ public:
+  EveryNth(int64_t dataset_size, int world, int rank)
+      : first_(rank), stride_(world), size_(rank < dataset_size ? (dataset_size - rank + world - 1) / world : 0) {}
+  int64_t size() const override { return size_; }
+  std::vector<int64_t> indices(int64_t /*epoch*/) const override {
+    std::vector<int64_t> order(static_cast<size_t>(size_));
+    for (int64_t i = 0; i < size_; ++i) order[static_cast<size_t>(i)] = first_ + i * stride_;
+    return order;
+  }
+
+ private:
+  int64_t first_, stride_, size_;
+};
+
 // Fraction of correct predictions over a whole split, in eval mode and without recording a graph.
-double evaluate(Classifier& model, nn::data::DataLoader& loader, Device device) {
+// With a process group, `loader` holds this rank's share and the counts are summed over the ranks.
+double evaluate(Classifier& model, nn::data::DataLoader& loader, Device device, parallel::ProcessGroup* pg) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, seen = 0;
@@ -162,7 +192,36 @@ double evaluate(Classifier& model, nn::data::DataLoader& loader, Device device) 
     seen += labels.numel();
   }
   model.train();
+  if (pg) {
+    Tensor counts = from_vector<double>({static_cast<double>(correct), static_cast<double>(seen)});
+    pg->all_reduce(counts)->wait();
+    const std::vector<double> c = counts.to_vector<double>();
+    return c[0] / c[1];
+  }
   return static_cast<double>(correct) / static_cast<double>(seen);
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Where wall-clock time went, in seconds. The loop reads the clock at each boundary, so the parts add
+// up to the whole by construction: other = total - start-up - train - eval - data.
+struct Times {
+  double startup = 0;  // main() to the first epoch: process group, reading the dataset, model, wrappers
+  double train = 0;    // the steps: forward, loss, backward, optimizer (DDP: the all-reduce not hidden by backward)
+  double eval = 0;     // the test set after each epoch (DDP: this rank's share, then the counts summed)
+  double data = 0;     // waiting for the next batch (the loader's gather and normalise) and its copy to the device
+  double total = 0;    // all of it; the rest is statistics, the schedule, checkpoints and printing
+  double other() const { return total - startup - train - eval - data; }
+  std::vector<double> row() const { return {startup, train, eval, data, other(), total}; }
+};
+
+// Each part's maximum over the ranks (one all-reduce of six numbers): how long the slowest rank spent in
+// it. The maxima may come from different ranks, so they need not add up to the largest total.
+std::vector<double> max_over_ranks(const Times& mine, parallel::ProcessGroup& pg) {
+  Tensor t = from_vector<double>(mine.row());
+  pg.all_reduce(t, parallel::ReduceOp::Max)->wait();
+  return t.to_vector<double>();
 }
 
 // "cpu:0,cpu:1" -> {cpu:0, cpu:1}.
@@ -189,6 +248,7 @@ void ensure_cpu_devices(const std::vector<Device>& devices) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const Clock::time_point program_start = Clock::now();
   try {
     Args parsed;
     cli::FlagParser flags("fashion_mnist",
@@ -208,13 +268,25 @@ int main(int argc, char** argv) {
     const Device device = dp_devices.empty() ? Device::parse(args.device) : dp_devices[0];
     // --ddp: this process is one rank of a job (RANK, WORLD_SIZE, ... from ringrun).
     std::shared_ptr<parallel::ProcessGroup> pg;
+    const Clock::time_point group_start = Clock::now();
+    // The threads that this process (--dp: each logical device) gives its GEMMs.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int threads = args.threads > 0 ? static_cast<int>(args.threads) : cores;
     if (args.ddp) {
       pg = parallel::init_process_group("ring");
       // Processes on one machine share its cores (torchrun sets OMP_NUM_THREADS=1 for the same reason).
       const char* local = std::getenv("LOCAL_WORLD_SIZE");
       const int local_world = local ? std::max(1, std::atoi(local)) : 1;
-      set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_world));
+      if (args.threads == 0) threads = std::max(1, cores / local_world);
+      set_num_threads(threads);
+    } else if (args.threads > 0) {
+      set_num_threads(threads);    // this thread runs the single device's steps
+      for (Device d : dp_devices)  // DataParallel's replicas run on the devices' worker threads
+        run_on(d, [threads] { set_num_threads(threads); }).get();
+    } else if (!dp_devices.empty()) {
+      threads = std::max(1, cores / cpu_device_count());  // each device worker's default share (core/device.h)
     }
+    const double group_s = seconds_since(group_start);
     const int world = pg ? pg->size() : 1, rank = pg ? pg->rank() : 0;
     RINGGRAD_CHECK(args.batch_size % world == 0, "fashion_mnist: --batch-size ", args.batch_size,
                    " must divide among the ", world, " processes");
@@ -226,16 +298,20 @@ int main(int argc, char** argv) {
 
     // Pixel statistics of the training set, as everyone normalises Fashion-MNIST.
     constexpr double kMean = 0.2860, kStd = 0.3530;
+    const Clock::time_point read_start = Clock::now();
     const nn::data::FashionMNIST train_set(nn::data::Split::Train, args.data_dir);
     const nn::data::FashionMNIST test_set(nn::data::Split::Test, args.data_dir);
+    const double read_s = seconds_since(read_start);
     nn::data::DataLoaderOptions train_options =
         nn::data::DataLoaderOptions().batch_size(args.batch_size / world).seed(args.seed).normalize(kMean, kStd);
     if (pg)  // each rank its own shard of every epoch, reshuffled per epoch the same way on every rank
       train_options.sampler(std::make_shared<nn::data::DistributedSampler>(
           train_set.size(), world, rank, nn::data::DistributedSamplerOptions().seed(args.seed)));
     nn::data::DataLoader train(train_set, train_options);
-    nn::data::DataLoader test(test_set,
-                              nn::data::DataLoaderOptions().batch_size(1000).shuffle(false).normalize(kMean, kStd));
+    nn::data::DataLoaderOptions test_options =
+        nn::data::DataLoaderOptions().batch_size(1000).shuffle(false).normalize(kMean, kStd);
+    if (pg) test_options.sampler(std::make_shared<EveryNth>(test_set.size(), world, rank));  // this rank's share
+    nn::data::DataLoader test(test_set, test_options);
 
     auto model = std::make_shared<Classifier>(args.hidden, /*dropout_p=*/0.2);
     model->to(device);
@@ -269,55 +345,75 @@ int main(int argc, char** argv) {
     const std::string where = dp    ? "DataParallel " + args.dp
                               : ddp ? "DistributedDataParallel, " + std::to_string(world) + " processes"
                                     : device.str();
-    say("# ringgrad %s fashion_mnist: MLP 784-%lld-%lld-10, %s lr=%g, batch %lld, %lld epochs, %s\n",
+    const char* per = dp ? " per device" : pg ? " per process" : "";
+    say("# ringgrad %s fashion_mnist: MLP 784-%lld-%lld-10, %s lr=%g, batch %lld, %lld epochs, %s, %d thread%s%s\n",
         RINGGRAD_VERSION_STRING, static_cast<long long>(args.hidden), static_cast<long long>(args.hidden),
         args.optimizer.c_str(), args.lr, static_cast<long long>(args.batch_size), static_cast<long long>(args.epochs),
-        where.c_str());
-    say("#  epoch      loss  train acc   test acc   samples/s   time left\n");
+        where.c_str(), threads, threads == 1 ? "" : "s", per);
+    Times times;
+    times.startup = seconds_since(program_start);
+    say("# start-up %.2f s: process group %.2f s, reading Fashion-MNIST %.2f s, model and the rest %.2f s\n",
+        times.startup, group_s, read_s, times.startup - group_s - read_s);
+    say("#  epoch      loss  train acc   test acc   samples/s   time left |   train    eval    data   other   epoch\n");
+    say("#%63s |     (s)     (s)     (s)     (s)     (s)%s\n", "", pg ? "  rank 0's" : "");
 
-    using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
+    const Clock::time_point start = Clock::now();
     double test_accuracy = 0;
     parallel::DataParallelTimings phase_sum;  // --dp: per-phase time summed over all steps
     int64_t steps = 0;
+    std::vector<double> step_s;  // every step's time: the median is robust to other programs' bursts
     examples::Progress progress(stdout, rank == 0, args.progress_s);
     for (int64_t epoch = first_epoch; epoch < args.epochs; ++epoch) {
-      const auto epoch_start = clock::now();
+      // This epoch's parts: the clock is read at each boundary between them (see Times).
+      const Clock::time_point epoch_start = Clock::now();
+      Times epoch_times;
       train.set_epoch(epoch);
+      epoch_times.data += seconds_since(epoch_start);
       double loss_sum = 0;
       int64_t correct = 0, seen = 0, batches = 0;
       nn::data::Batch batch;
       progress.start("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(args.epochs), train.num_batches());
-      while (train.next(batch)) {
-        const Tensor x = batch.x.to(device), y = batch.y.to(device);
+      for (;;) {
+        Clock::time_point t = Clock::now();
+        const bool more = train.next(batch);
+        const Tensor x = more ? batch.x.to(device) : Tensor(), y = more ? batch.y.to(device) : Tensor();
+        epoch_times.data += seconds_since(t);
+        if (!more) break;
+
+        t = Clock::now();
         const Tensor logits = dp ? dp->forward(x) : ddp ? ddp->forward(x) : model->forward(x);
         const Tensor loss = criterion(logits, y);
         opt->zero_grad();
         loss.backward();
         opt->step();
+        const double loss_value = loss.item();  // on an asynchronous device (CUDA) this waits for the step
+        step_s.push_back(seconds_since(t));
+        epoch_times.train += step_s.back();
         if (dp) {
-          const parallel::DataParallelTimings t = dp->timings();
-          phase_sum.scatter_us += t.scatter_us;
-          phase_sum.replicate_us += t.replicate_us;
-          phase_sum.apply_us += t.apply_us;
-          phase_sum.gather_us += t.gather_us;
-          phase_sum.backward_us += t.backward_us;
-          phase_sum.reduce_us += t.reduce_us;
+          const parallel::DataParallelTimings dt = dp->timings();
+          phase_sum.scatter_us += dt.scatter_us;
+          phase_sum.replicate_us += dt.replicate_us;
+          phase_sum.apply_us += dt.apply_us;
+          phase_sum.gather_us += dt.gather_us;
+          phase_sum.backward_us += dt.backward_us;
+          phase_sum.reduce_us += dt.reduce_us;
         }
         ++steps;
 
         const int64_t n = y.numel();
-        loss_sum += loss.item() * static_cast<double>(n);
+        loss_sum += loss_value * static_cast<double>(n);
         const Tensor predicted = argmax(logits.detach(), 1).to(Device::cpu());
         const int64_t* p = predicted.data<int64_t>();
-        const int64_t* t = batch.y.data<int64_t>();
-        for (int64_t i = 0; i < n; ++i) correct += p[i] == t[i];
+        const int64_t* labels = batch.y.data<int64_t>();
+        for (int64_t i = 0; i < n; ++i) correct += p[i] == labels[i];
         seen += n;
         progress.update(++batches, loss_sum / static_cast<double>(seen));  // this rank's share, under --ddp
       }
       progress.finish();
       schedule.step();
-      test_accuracy = evaluate(*model, test, device);
+      const Clock::time_point eval_start = Clock::now();
+      test_accuracy = evaluate(*model, test, device, pg.get());
+      epoch_times.eval = seconds_since(eval_start);
       if (pg) {  // the epoch's statistics over all ranks' shards
         Tensor totals = from_vector<double>({loss_sum, static_cast<double>(correct), static_cast<double>(seen)});
         pg->all_reduce(totals)->wait();
@@ -327,13 +423,18 @@ int main(int argc, char** argv) {
         seen = static_cast<int64_t>(t[2]);
       }
 
-      const double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
-      const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
+      epoch_times.total = seconds_since(epoch_start);
+      times.train += epoch_times.train;
+      times.eval += epoch_times.eval;
+      times.data += epoch_times.data;
+      const double elapsed = seconds_since(start);
       const double left =
           elapsed / static_cast<double>(epoch + 1 - first_epoch) * static_cast<double>(args.epochs - epoch - 1);
-      say("%8lld  %8.4f   %7.2f%%   %7.2f%%  %10.0f  %8.0f s\n", static_cast<long long>(epoch + 1),
-          loss_sum / static_cast<double>(seen), 100.0 * static_cast<double>(correct) / static_cast<double>(seen),
-          100.0 * test_accuracy, static_cast<double>(seen) / seconds, left);
+      say("%8lld  %8.4f   %7.2f%%   %7.2f%%  %10.0f  %8.0f s | %7.2f %7.2f %7.2f %7.2f %7.2f\n",
+          static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(seen),
+          100.0 * static_cast<double>(correct) / static_cast<double>(seen), 100.0 * test_accuracy,
+          static_cast<double>(seen) / epoch_times.total, left, epoch_times.train, epoch_times.eval, epoch_times.data,
+          epoch_times.other(), epoch_times.total);
       std::fflush(stdout);
 
       if (!args.save.empty() && rank == 0) {
@@ -351,10 +452,28 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
-    if (first_epoch >= args.epochs) test_accuracy = evaluate(*model, test, device);  // resumed a finished run
-    const double total = std::chrono::duration<double>(clock::now() - start).count();
+    if (first_epoch >= args.epochs) test_accuracy = evaluate(*model, test, device, pg.get());  // a finished run
     say("# test accuracy %.2f%% after %lld epochs in %.1f s\n", 100.0 * test_accuracy,
-        static_cast<long long>(args.epochs), total);
+        static_cast<long long>(args.epochs), seconds_since(start));
+
+    // The whole run, start-up included: these rows add up to the total (the slowest rank's need not).
+    times.total = seconds_since(program_start);
+    const std::vector<double> slowest = pg ? max_over_ranks(times, *pg) : std::vector<double>{};
+    auto time_row = [&say](const char* who, const std::vector<double>& v) {
+      say("#   %-16s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", who, v[0], v[1], v[2], v[3], v[4], v[5]);
+    };
+    say("# time (s)           start-up    train     eval     data    other    total\n");
+    time_row(pg ? "rank 0" : "this process", times.row());
+    if (pg) time_row("slowest rank", slowest);
+    if (steps > 0) {
+      std::nth_element(step_s.begin(), step_s.begin() + static_cast<std::ptrdiff_t>(step_s.size() / 2), step_s.end());
+      say("# per step: %lld steps of %lld samples (%lld per %s), %.2f ms each (median %.2f ms), %.0f samples/s "
+          "while stepping\n",
+          static_cast<long long>(steps), static_cast<long long>(args.batch_size),
+          static_cast<long long>(args.batch_size / (dp ? static_cast<int64_t>(dp_devices.size()) : world)),
+          pg ? "process" : "device", 1000.0 * times.train / static_cast<double>(steps),
+          1000.0 * step_s[step_s.size() / 2], static_cast<double>(steps * args.batch_size) / times.train);
+    }
     if (dp && steps > 0) {
       const double n = static_cast<double>(steps) * 1000.0;  // -> ms per step
       std::printf(

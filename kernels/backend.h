@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include <ringgrad/core/base/allocator.h>
 #include <ringgrad/core/base/caching_allocator.h>
@@ -192,6 +193,11 @@ struct Backend {
 /// asked for CUDA) or the kind has no device (no GPU visible), naming `op` so the message says which
 /// call needed it.
 Backend& backend_for(DeviceKind kind, const char* op = "tensor");
+
+/// What the CPU backend's GEMM was built from and for, e.g. "Eigen 3.4.0, SIMD: AVX512, FMA, AVX2, AVX,
+/// SSE4.2, ..., -march=native": a product's speed depends on it, so benchmarks print it beside their
+/// results.
+std::string cpu_gemm_build();
 
 /// The backend for a device kind when this build has one, whether or not a device of that kind is
 /// present; null when it has none. Never throws: core/cuda.h asks it how many GPUs there are.

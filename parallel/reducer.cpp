@@ -27,6 +27,10 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     Tensor tensor;
     size_t bucket = 0;
     int64_t offset = 0;  // elements into the bucket's buffer
+    Tensor view;         // its slot of the bucket, shaped like the parameter
+    // gradient_as_bucket_view: the parameter's gradient sink, told to accumulate into `view`. Held
+    // so that the sink (and what it was told) lives as long as this reducer.
+    std::shared_ptr<AccumulateGrad> sink;
   };
   struct Bucket {
     std::vector<size_t> params;  // in the order their gradients are expected
@@ -99,8 +103,9 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
                    "is not supported)");
     param_ready[i] = true;
     Bucket& b = buckets[p.bucket];
-    const Tensor slot = b.buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
-    slot.copy_(grad.defined() ? grad : zeros_like(slot));
+    // With gradient_as_bucket_view the gradient normally already is the slot (backward accumulated
+    // into it): nothing to copy.
+    if (!grad.same(p.view)) p.view.copy_(grad.defined() ? grad : zeros_like(p.view));
     if (--b.pending == 0) {
       b.ready = true;
       b.timing.ready = Clock::now();
@@ -173,13 +178,12 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
 
     // Write the averages back: into .grad, or make .grad a view of the bucket.
     for (Param& p : params) {
-      const Tensor view = buckets[p.bucket].buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
       if (options.gradient_as_bucket_view()) {
-        p.tensor.set_grad(view);
+        if (!p.tensor.grad().same(p.view)) p.tensor.set_grad(p.view);
       } else if (p.tensor.grad().defined()) {
-        p.tensor.grad().copy_(view);
+        p.tensor.grad().copy_(p.view);
       } else {
-        p.tensor.set_grad(view.clone());  // an unused parameter (find_unused_parameters)
+        p.tensor.set_grad(p.view.clone());  // an unused parameter (find_unused_parameters)
       }
     }
     const SteadyTime copied = Clock::now();
@@ -221,7 +225,7 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
                    "parameter on one device (one process per device), got '",
                    parameters.front().first, "' on ", parameters.front().second.device(), " and '", name, "' on ",
                    t.device());
-    s.params.push_back({name, t, 0, 0});
+    s.params.push_back({name, t, 0, 0, Tensor(), nullptr});
   }
 
   // Buckets, filled in reverse registration order: backward produces the last layer's gradients
@@ -251,6 +255,15 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
     bucket.timing.parameters = static_cast<int>(members.size());
     s.buckets.push_back(std::move(bucket));
   }
+  for (State::Param& p : s.params) {
+    p.view = s.buckets[p.bucket].buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
+    if (!options.gradient_as_bucket_view()) continue;
+    // Backward then writes each gradient straight into its slot (a linear layer's weight gradient is
+    // the GEMM's output there; others are copied or added in by the sink): the .grad the optimizer
+    // reads is the bucket the all-reduce averaged, with no copy in either direction.
+    p.sink = std::dynamic_pointer_cast<AccumulateGrad>(p.tensor.grad_accumulator());
+    if (p.sink) p.sink->grad_buffer = p.view;
+  }
   s.param_ready.assign(s.params.size(), false);
   s.reset_step();
 
@@ -264,7 +277,12 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
   }
 }
 
-Reducer::~Reducer() = default;
+Reducer::~Reducer() {
+  // The sinks outlive this reducer with the model: they go back to gradients of their own. A .grad
+  // that is a view keeps its bucket's memory alive.
+  for (State::Param& p : state_->params)
+    if (p.sink && p.sink->grad_buffer.same(p.view)) p.sink->grad_buffer = Tensor();
+}
 
 void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_start, SteadyTime forward_end) {
   State& s = *state_;

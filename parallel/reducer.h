@@ -16,8 +16,12 @@
 ///      Buckets are launched in index order on every rank, so the ranks' collectives always match.
 ///   3. A final callback of the autograd engine, run when backward is done, waits for the buckets
 ///      still in flight (the EXPOSED communication: the part overlap could not hide) and writes the
-///      averages back into .grad (or makes .grad a view of the bucket, gradient_as_bucket_view).
+///      averages back into .grad.
 /// @endcode
+///
+/// gradient_as_bucket_view copies nothing: each parameter's AccumulateGrad is told that its gradient
+/// lives in the parameter's slot (AccumulateGrad::grad_buffer), so backward writes it there -- a
+/// linear layer's weight gradient is its GEMM's output in the slot -- and .grad is that slot.
 ///
 /// no_sync: while sync is off the hooks do nothing and gradients accumulate in .grad locally; the next
 /// synchronised backward's hooks see the accumulated .grad, so its sum is what gets averaged.
@@ -43,8 +47,10 @@ struct DDPOptions {
   RINGGRAD_ARG(double, bucket_cap_mb) = 25;       ///< bucket size (MiB); 0: every parameter its own bucket
   RINGGRAD_ARG(double, first_bucket_cap_mb) = 1;  ///< the first bucket (the last layers), small so it is ready early
   RINGGRAD_ARG(bool, broadcast_buffers) = true;   ///< rank 0's buffers to every rank before each forward
-  RINGGRAD_ARG(bool, gradient_as_bucket_view) = false;  ///< .grad becomes a view of its bucket: no copy back
-  RINGGRAD_ARG(bool, find_unused_parameters) = false;   ///< walk the graph after forward; unused params count as ready
+  /// .grad is a view of its bucket, which backward writes into: no copy in or back. As in PyTorch, a
+  /// .grad held across steps is then modified in place by the next backward.
+  RINGGRAD_ARG(bool, gradient_as_bucket_view) = false;
+  RINGGRAD_ARG(bool, find_unused_parameters) = false;  ///< walk the graph after forward; unused params count as ready
   RINGGRAD_ARG(bool, overlap) = true;  ///< false: all-reduce every bucket only after backward has finished
   /// What each bucket's communication is (parallel/comm_hook.h): one all-reduce by default,
   /// bf16_compress_hook() or fp16_compress_hook() to send half the bytes, or one's own.

@@ -38,7 +38,9 @@ import time
 
 # torch_common.py sits one folder up, in bench/.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
-from torch_common import blas_libraries  # noqa: E402
+import torch_common  # noqa: E402
+
+torch_common.use_best_blas_core()  # before torch loads OpenBLAS; a spawned rank reuses the choice
 
 # The caller (dp_vs_ddp) needs a clear answer when torch is missing, not a traceback: main() reports
 # the error and exits 3.
@@ -123,7 +125,7 @@ def emit(mode, devices, bucket_cap_mb, times):
     """Prints one result line of the output protocol."""
     row = {"mode": mode, "devices": devices, "bucket_cap_mb": bucket_cap_mb,
            "step_ms": [float("%.6g" % t) for t in times],
-           "torch": torch.__version__, "blas": blas_libraries()}
+           "torch": torch.__version__, "blas": torch_common.blas_libraries()}
     print(json.dumps(row), flush=True)
 
 
@@ -238,6 +240,8 @@ def main():
     print("# torch %s  python %s  device=%s  devices=%d  threads-per-device=%d  layers=%s  global-batch=%d"
           % (torch.__version__, sys.executable, args.device, args.devices, args.threads_per_device,
              ",".join(map(str, args.layers)), args.global_batch), flush=True)
+    for line in torch_common.blas_report():  # which BLAS core PyTorch's GEMMs ran on, and why
+        print("# " + line, flush=True)
     torch.set_num_threads(args.threads_per_device)
     run_single(args)
     run_ddp(args)

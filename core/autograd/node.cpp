@@ -20,21 +20,44 @@ AccumulateGrad::AccumulateGrad(Tensor leaf_tensor) : leaf(std::move(leaf_tensor)
   sequence_nr = UINT64_MAX;
 }
 
+Tensor AccumulateGrad::grad_destination(double& beta) {
+  if (!grad_buffer.defined()) return Tensor();
+  AutogradMeta& meta = leaf.autograd_meta();
+  if (!meta.hooks.empty()) return Tensor();  // a hook may replace the gradient: it must see it whole
+  if (meta.grad.defined() && !meta.grad.same(grad_buffer)) return Tensor();
+  beta = meta.grad.defined() ? 1.0 : 0.0;  // undefined .grad: the buffer holds an old step's values
+  meta.grad = grad_buffer;
+  written_in_place_ = true;
+  return grad_buffer;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
   Tensor grad = grad_outputs[0];
-  if (!grad.defined()) return {};
+  // A producer that wrote into grad_buffer delivered an undefined gradient (or only the rest of it,
+  // from other uses of the leaf, which is added below): the leaf's gradient is complete all the same.
+  const bool written_in_place = written_in_place_;
+  written_in_place_ = false;
+  if (!grad.defined() && !written_in_place) return {};
   AutogradMeta& meta = leaf.autograd_meta();
-  for (const TensorHook& hook : meta.hooks) {
-    Tensor replaced = hook(grad);
-    if (!replaced.defined()) continue;
-    RINGGRAD_CHECK(
-        replaced.shape() == leaf.shape() && replaced.dtype() == leaf.dtype() && replaced.device() == leaf.device(),
-        "register_hook: a hook returned a gradient of shape ", replaced.shape(), ", ", replaced.dtype(), " on ",
-        replaced.device(), " for a leaf of shape ", leaf.shape(), ", ", leaf.dtype(), " on ", leaf.device());
-    grad = replaced;
+  if (grad.defined()) {
+    for (const TensorHook& hook : meta.hooks) {
+      Tensor replaced = hook(grad);
+      if (!replaced.defined()) continue;
+      RINGGRAD_CHECK(
+          replaced.shape() == leaf.shape() && replaced.dtype() == leaf.dtype() && replaced.device() == leaf.device(),
+          "register_hook: a hook returned a gradient of shape ", replaced.shape(), ", ", replaced.dtype(), " on ",
+          replaced.device(), " for a leaf of shape ", leaf.shape(), ", ", leaf.dtype(), " on ", leaf.device());
+      grad = replaced;
+    }
   }
   const bool delivered = grad.same(grad_outputs[0]);  // a hook's tensor may be held by the hook's owner
-  if (!meta.grad.defined()) {
+  if (!grad.defined()) {
+    // Everything was written into grad_buffer in place.
+  } else if (grad_buffer.defined() && (!meta.grad.defined() || meta.grad.same(grad_buffer))) {
+    // .grad stays the owner's memory: copied into when empty, added into in place otherwise.
+    grad_buffer.copy_(meta.grad.defined() ? add(grad_buffer, grad) : grad);
+    meta.grad = grad_buffer;
+  } else if (!meta.grad.defined()) {
     // Take the incoming tensor when nothing else can see it: the engine's buffer and `grad` here
     // are its only handles, no other tensor shares its memory, and it is dense. Otherwise copy --
     // add's backward hands the same tensor to both inputs, and two leaves' .grad must never alias.

@@ -63,6 +63,21 @@ struct AccumulateGrad final : Node {
   /// when undefined), then runs the post-accumulate hooks.
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
   Tensor leaf;  ///< strong: the node lives only as long as some graph points at it
+
+  /// Memory the leaf's gradient lives in, set by its owner (DDP's gradient_as_bucket_view: a view of
+  /// the bucket that is all-reduced). When .grad is undefined or is this tensor, gradients land here:
+  /// .grad becomes this tensor and later gradients are added into it in place, so the owner never
+  /// copies them in. Undefined (the default): .grad is managed as described above.
+  Tensor grad_buffer;
+  /// For an op whose backward computes the leaf's gradient with one GEMM (linear's weight): where to
+  /// write it directly and with which `beta` (0: overwrite, 1: add to what is there), which makes
+  /// grad_buffer the leaf's .grad. The op then returns an undefined gradient for this edge, and
+  /// apply() still runs the post-accumulate hooks. Undefined when the gradient must be returned as
+  /// usual: no grad_buffer, .grad is some other tensor, or a gradient hook has to see it first.
+  Tensor grad_destination(double& beta);
+
+ private:
+  bool written_in_place_ = false;  // grad_destination() was handed out during this backward
 };
 
 ///@{

@@ -42,8 +42,9 @@ Operand operand_of(const Tensor& t) {
 }
 
 // c = a @ b for a (.., M, K), b (.., K, N) already checked; c is dense (.., M, N).
-void gemm_into(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& bias, const char* name,
-               Activation activation = Activation::None) {
+// beta = 1 adds the product to what c holds (a gradient written into its leaf's .grad).
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias, const char* name,
+               Activation activation = Activation::None, double beta = 0.0) {
   if (c.numel() == 0) return;
   const Operand oa = operand_of(a), ob = operand_of(b);
   kernels::GemmArgs args;
@@ -66,6 +67,7 @@ void gemm_into(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& bias, 
   const Tensor dense_bias = bias.defined() ? bias.contiguous() : Tensor();  // alive until the GEMM returns
   args.bias = dense_bias.defined() ? dense_bias.data() : nullptr;
   args.activation = activation;
+  args.beta = beta;
   ops::backend_of(a, name).gemm(args, ops::stream_of(c));
 }
 
@@ -107,8 +109,23 @@ struct LinearBackward final : Node {
                             ops::stream_of(y));
     }
     return {next_edges[0].valid() ? matmul(dy, weight.unpack()) : Tensor(),
-            next_edges[1].valid() ? matmul(dy.t(), x.unpack()) : Tensor(),
+            next_edges[1].valid() ? weight_gradient(dy) : Tensor(),
             has_bias && next_edges[2].valid() ? sum(dy, {0}) : Tensor()};
+  }
+
+  // dW = dy^T x. When the weight's .grad lives in memory its owner provides (DDP's
+  // gradient_as_bucket_view), the GEMM writes there itself -- adding with beta = 1 when a gradient is
+  // already accumulated -- and the edge gets no tensor: no temporary, no copy into the bucket.
+  Tensor weight_gradient(const Tensor& dy) {
+    auto* sink = dynamic_cast<AccumulateGrad*>(next_edges[1].node.get());
+    double beta = 0.0;
+    const Tensor into = sink != nullptr ? sink->grad_destination(beta) : Tensor();
+    if (!into.defined()) return matmul(dy.t(), x.unpack());
+    RINGGRAD_CHECK(into.is_contiguous() && into.dtype() == dy.dtype() && into.device() == dy.device(),
+                   "linear backward: expected the weight's gradient buffer dense, ", dy.dtype(), " on ", dy.device(),
+                   ", got ", into.dtype(), " on ", into.device(), " with strides ", into.strides());
+    gemm_into(dy.t(), x.unpack(), into, Tensor(), "linear backward", Activation::None, beta);
+    return Tensor();
   }
 };
 

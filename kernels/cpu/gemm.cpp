@@ -11,6 +11,7 @@
 // and a transposed operand is the .transpose() of its map, which Eigen's kernel reads in place.
 // The epilogue (bias, activation) runs right after each product, row by row, while C is in cache.
 #include <algorithm>
+#include <string>
 
 #include <Eigen/Core>
 
@@ -158,6 +159,17 @@ void CpuBackend::gemm(const GemmArgs& g, Stream) {
       g.trans_b ? gemm_batched<T, false, true>(g) : gemm_batched<T, false, false>(g);
     }
   });
+}
+
+// Computed here because the SIMD sets Eigen uses are fixed when this file is compiled (-march).
+std::string cpu_gemm_build() {
+#ifdef RINGGRAD_CPU_ARCH_FLAG
+  const std::string arch = ", -march=" RINGGRAD_CPU_ARCH_FLAG;
+#else
+  const std::string arch = ", compiler's default -march";
+#endif
+  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse() + arch;
 }
 
 }  // namespace kernels

@@ -59,6 +59,18 @@ TEST_CASE("ddp: gradient_as_bucket_view and the non-overlapped variant train the
   CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
+// With gradient_as_bucket_view backward writes the gradients into the buckets themselves (a linear
+// layer's weight gradient is its GEMM's output there): accumulation across no_sync steps, which then
+// adds into the bucket in place, and unused parameters must come out as without it.
+TEST_CASE("ddp: gradient_as_bucket_view keeps no_sync accumulation and unused parameters right", "[ddp]") {
+  const JobResult accumulated = spawn_ranks(GENERATE(2, 3), kWorker, {"accumulate", "cap=0", "view=1"});
+  INFO(all_output(accumulated));
+  CHECK(all_succeeded(accumulated, /*say_ok=*/true));
+  const JobResult unused = spawn_ranks(2, kWorker, {"unused", "find_unused=1", "view=1"});
+  INFO(all_output(unused));
+  CHECK(all_succeeded(unused, /*say_ok=*/true));
+}
+
 TEST_CASE("ddp: 4 micro-steps with no_sync on the first 3 equal one step on the 4x batch", "[ddp]") {
   const int world = GENERATE(2, 3);
   const JobResult job = spawn_ranks(world, kWorker, {"accumulate", "cap=0"});
