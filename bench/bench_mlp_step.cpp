@@ -354,9 +354,8 @@ int main(int argc, char** argv) {
     std::string threads_list;
     for (int t : opt.threads) threads_list += (threads_list.empty() ? "" : ",") + std::to_string(t);
     const char* threading = "ringgrad::set_num_threads, torch.set_num_threads";
-    const std::string torch_desc =
-        pt_runs.empty() ? "pytorch=- (" + torch_why + ")"
-                        : "pytorch=" + kv["torch_version"] + " eager cpu, " + kv["python"];
+    const std::string torch_desc = pt_runs.empty() ? "pytorch=- (" + torch_why + ")"
+                                                   : "pytorch=" + kv["torch_version"] + " eager cpu, " + kv["python"];
     std::printf(
         "# ringgrad bench_mlp_step  model=784-1024-1024-10 relu  batch=%lld  dtype=float32  "
         "loss=cross_entropy(mean)  optim=SGD(lr=%g, momentum=%g)\n",

@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "bench_commit.h"         // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
+#include "bench_commit.h"              // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
 #include <ringgrad/kernels/backend.h>  // cpu_gemm_build: what ringgrad's GEMM was compiled for
-#include <ringgrad/nn/file_io.h>        // write_output: results are replaced atomically, like checkpoints
+#include <ringgrad/nn/file_io.h>       // write_output: results are replaced atomically, like checkpoints
 
 namespace bench {
 
