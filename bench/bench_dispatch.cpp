@@ -122,30 +122,12 @@ int check_gemm(const std::vector<float>& a, const std::vector<float>& b, const s
 // PyTorch's numbers ("key value" lines), or an empty map and `why` explaining their absence.
 std::map<std::string, std::string> run_torch(const Options& opt, int threads, int reps, double min_time,
                                              const std::vector<int64_t>& sizes, std::string& why) {
-  std::map<std::string, std::string> kv;
   std::string size_list;
   for (int64_t s : sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
-  const std::string script = std::string(RINGGRAD_BENCH_DIR) + "/torch_reference.py";
-  const std::string cmd = bench::shell_quote(opt.python) + " " + bench::shell_quote(script) + " --threads " +
-                          std::to_string(threads) + " --reps " + std::to_string(reps) + " --min-time " +
-                          std::to_string(min_time) + " --sizes " + size_list + " 2>&1";
-  std::string output;
-  const int status = bench::run_command(cmd, output);
-  std::istringstream lines(output);
-  std::string line, last;
-  while (std::getline(lines, line)) {
-    if (!line.empty()) last = line;
-    const size_t space = line.find(' ');
-    if (space != std::string::npos) kv[line.substr(0, space)] = line.substr(space + 1);
-  }
-  if (status == 0) return kv;
-  if (kv.count("error"))
-    why = kv["error"];
-  else if (status == 127)
-    why = opt.python + " not found";
-  else
-    why = opt.python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
-  return {};
+  return bench::run_key_value_script(opt.python, std::string(RINGGRAD_BENCH_DIR) + "/torch_reference.py",
+                                     "--threads " + std::to_string(threads) + " --reps " + std::to_string(reps) +
+                                         " --min-time " + std::to_string(min_time) + " --sizes " + size_list,
+                                     why);
 }
 
 double number(const std::map<std::string, std::string>& kv, const std::string& key) {

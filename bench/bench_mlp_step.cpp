@@ -210,29 +210,13 @@ std::vector<Run> run_torch(const Options& opt, const std::string& data, int warm
   char lr[32], momentum[32];
   std::snprintf(lr, sizeof lr, "%.17g", kLr);
   std::snprintf(momentum, sizeof momentum, "%.17g", kMomentum);
-  const std::string cmd = bench::shell_quote(opt.python) + " " + bench::shell_quote(script) + " --data " +
-                          bench::shell_quote(data) + " --sizes " + sizes + " --batch " + std::to_string(kBatch) +
-                          " --threads " + threads + " --curve " + std::to_string(kCurve) + " --warmup " +
-                          std::to_string(warmup) + " --steps " + std::to_string(steps) + " --lr " + lr +
-                          " --momentum " + momentum + " 2>&1";
-  std::string output;
-  const int status = bench::run_command(cmd, output);
-  std::istringstream lines(output);
-  std::string line, last;
-  while (std::getline(lines, line)) {
-    if (!line.empty()) last = line;
-    const size_t space = line.find(' ');
-    if (space != std::string::npos) kv[line.substr(0, space)] = line.substr(space + 1);
-  }
-  if (status != 0) {
-    if (kv.count("error"))
-      why = kv["error"];
-    else if (status == 127)
-      why = opt.python + " not found";
-    else
-      why = opt.python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
-    return {};
-  }
+  kv = bench::run_key_value_script(opt.python, script,
+                                   "--data " + bench::shell_quote(data) + " --sizes " + sizes + " --batch " +
+                                       std::to_string(kBatch) + " --threads " + threads + " --curve " +
+                                       std::to_string(kCurve) + " --warmup " + std::to_string(warmup) + " --steps " +
+                                       std::to_string(steps) + " --lr " + lr + " --momentum " + momentum,
+                                   why);
+  if (kv.empty()) return {};
   std::vector<Run> runs;
   for (int t : opt.threads) {
     const std::string key = "t" + std::to_string(t) + "_";

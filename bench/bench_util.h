@@ -17,6 +17,7 @@
 #include <exception>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,10 @@
 #include "bench_commit.h"              // RINGGRAD_BENCH_COMMIT, generated at build time (bench_commit.cmake)
 #include <ringgrad/kernels/backend.h>  // cpu_gemm_build: what ringgrad's GEMM was compiled for
 #include <ringgrad/nn/file_io.h>       // write_output: results are replaced atomically, like checkpoints
+
+#ifndef RINGGRAD_BENCH_DIR  // set by bench/CMakeLists.txt: where the PyTorch reference scripts are
+#define RINGGRAD_BENCH_DIR "bench"
+#endif
 
 namespace bench {
 
@@ -227,6 +232,31 @@ inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
   return q + "'";
+}
+
+// Runs a reference script that answers in "key value" lines (bench/torch_*.py): `python script args`,
+// stderr merged. Returns the lines as a map, or an empty map and `why` saying why there is nothing
+// (the script's own "error ..." line, a missing interpreter, or its exit status and last line).
+inline std::map<std::string, std::string> run_key_value_script(const std::string& python, const std::string& script,
+                                                               const std::string& args, std::string& why) {
+  std::map<std::string, std::string> kv;
+  std::string output;
+  const int status = run_command(shell_quote(python) + " " + shell_quote(script) + " " + args + " 2>&1", output);
+  std::istringstream lines(output);
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    if (!line.empty()) last = line;
+    const size_t space = line.find(' ');
+    if (space != std::string::npos) kv[line.substr(0, space)] = line.substr(space + 1);
+  }
+  if (status == 0) return kv;
+  if (kv.count("error"))
+    why = kv["error"];
+  else if (status == 127)
+    why = python + " not found";
+  else
+    why = python + " " + script + " exited with status " + std::to_string(status) + ": " + last;
+  return {};
 }
 
 }  // namespace bench

@@ -31,6 +31,16 @@ BENCHES = [
 ]
 
 
+def write_file(path, text):
+    """Writes text to path through a temp file and a rename, and only over a regular file."""
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise SystemExit("cpu_vs_pytorch: %s exists and is not a regular file; not replacing it" % path)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def rows(result, table=None):
     return [r for r in result.get("rows", []) if table is None or r.get("table") == table]
 
@@ -58,7 +68,7 @@ def goals_elementwise(threads):
             ratio = r.get("ratio")
             if not isinstance(ratio, (int, float)) or not isinstance(r.get("elements"), (int, float)):
                 continue
-            if r["elements"] >= 1 << 20:
+            if r["elements"] >= 1000000:  # xent has n/10 rows of 10: 1048570 elements at "1M"
                 out.append(("%s, %s elements, %d thread(s): ringgrad / pytorch GB/s" % (
                     r["op"], human(r["elements"]), threads), ratio, ">=", 1.0))
         return out
@@ -79,16 +89,15 @@ def goals_ddp(result):
 
 def goals_allreduce(result):
     out = []
-    shm = {r["size"]: r for r in rows(result, "ring-shm")}
-    memcpy = {r["size"]: r for r in rows(result, "memcpy")}
+    shm = {r["size"]: r for r in rows(result, "ring-shm")}  # its "memcpy" column: one thread's memcpy, same run
     for size, r in sorted(shm.items()):
-        if (1 << 20) <= size <= (256 << 20) and size in memcpy and isinstance(r.get("busbw"), (int, float)):
-            out.append(("ring-shm busbw / memcpy GB/s, %s B" % human(size), r["busbw"] / memcpy[size]["GB/s"], ">=", 1.0))
+        if (1 << 20) <= size <= (256 << 20) and all(isinstance(r.get(k), (int, float)) for k in ("busbw", "memcpy")):
+            out.append(("ring-shm busbw / memcpy GB/s, %s B" % human(size), r["busbw"] / r["memcpy"], ">=", 1.0))
     small = [r for size, r in shm.items() if 4 <= size <= 4096]
-    if small:
-        key = "max" if all("max" in r for r in small) else "time"
-        out.append(("ring-shm 4 B-4 KB, worst %s latency (us)" % ("max" if key == "max" else "median"),
-                    max(r[key] for r in small), "<=", 10.0))
+    if small:  # the goal is <= 10 us with no outliers: the worst median and the worst single call
+        for key, what in (("median", "median"), ("max", "slowest call")):
+            if all(isinstance(r.get(key), (int, float)) for r in small):
+                out.append(("ring-shm 4 B-4 KB, worst %s latency (us)" % what, max(r[key] for r in small), "<=", 10.0))
     return out
 
 
@@ -141,8 +150,7 @@ def main():
             json_path = os.path.join(out_dir, "%s-%d.json" % (name, run))
             start = time.time()
             proc = subprocess.run([exe] + extra + quick + ["--json", json_path], capture_output=True, text=True)
-            with open(os.path.join(out_dir, "%s-%d.txt" % (name, run)), "w") as f:
-                f.write(proc.stdout + proc.stderr)
+            write_file(os.path.join(out_dir, "%s-%d.txt" % (name, run)), proc.stdout + proc.stderr)
             print("run %d/%d  %-15s %5.1f s  exit %d" % (run, args.runs, name, time.time() - start, proc.returncode),
                   flush=True)
             for line in blas_lines(proc.stdout):
@@ -164,8 +172,8 @@ def main():
                                                              "yes" if met else "NO"))
         summary.append({"goal": goal, "median": med, "min": min(values), "max": max(values), "runs": len(values),
                         "op": op, "target": target, "met": met})
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump({"runs": args.runs, "goals": summary, "failed": failed}, f, indent=1)
+    write_file(os.path.join(out_dir, "summary.json"),
+               json.dumps({"runs": args.runs, "goals": summary, "failed": failed}, indent=1))
     if failed:
         print("# failed: " + ", ".join(failed))
     print("# tables and JSON in " + out_dir)

@@ -11,38 +11,11 @@ Run with Debian's interpreter (/usr/bin/python3, package python3-torch). Exits 3
 "error ..." line when torch cannot be imported.
 """
 import argparse
-import gc
 import os
 import statistics
 import sys
-import time
 
 import torch_common  # bench/torch_common.py, beside this script
-
-
-def time_per_call(loop, reps, min_time):
-    """loop(n) runs n calls; returns ns per call of each of `reps` timed loops."""
-    n = 1
-    while True:  # warm-up and calibration, not timed
-        start = time.perf_counter()
-        loop(n)
-        s = time.perf_counter() - start
-        if s >= min_time:
-            break
-        want = int(n * 1.2 * min_time / s) if s > 0 else n * 100
-        n = max(n * 2, min(n * 100, want))
-    result = []
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # as timeit does
-    try:
-        for _ in range(reps):
-            start = time.perf_counter_ns()
-            loop(n)
-            result.append((time.perf_counter_ns() - start) / n)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return result
 
 
 def main():
@@ -54,17 +27,10 @@ def main():
     args = parser.parse_args()
 
     torch_common.use_best_blas_core()  # before torch loads OpenBLAS: PyTorch's GEMMs at their best
-    try:
-        import torch
-        import torch.nn.functional as F
-    except Exception as e:  # ImportError, or a broken install raising something else
-        print("error cannot import torch with %s: %s" % (sys.executable, str(e).splitlines()[0]))
+    torch = torch_common.import_torch(args.threads)
+    if torch is None:
         return 3
-
-    torch.set_num_threads(args.threads)
-    print("torch_version", torch.__version__)
-    print("threads", torch.get_num_threads())
-    print("python", sys.executable)
+    import torch.nn.functional as F
 
     def report(key, ns):
         print(key, "%.3f" % statistics.median(ns))
@@ -78,10 +44,10 @@ def main():
         for _ in range(n):
             add(a, b)
 
-    report("add_nograd_ns", time_per_call(add_loop, args.reps, args.min_time))
+    report("add_nograd_ns", torch_common.time_per_call(add_loop, args.reps, args.min_time))
     a.requires_grad_(True)
     b.requires_grad_(True)
-    report("add_grad_ns", time_per_call(add_loop, args.reps, args.min_time))  # records, then frees, a graph
+    report("add_grad_ns", torch_common.time_per_call(add_loop, args.reps, args.min_time))  # records, then frees, a graph
 
     # linear forward + backward: x (64, 64), W (64, 64), b (64), all requiring grad.
     gen = torch.Generator().manual_seed(0)
@@ -97,7 +63,7 @@ def main():
             bias.grad = None
             linear(x, w, bias).sum().backward()
 
-    report("linear_fwd_bwd_ns", time_per_call(linear_loop, args.reps, args.min_time))
+    report("linear_fwd_bwd_ns", torch_common.time_per_call(linear_loop, args.reps, args.min_time))
 
     # GEMM: torch.mm of contiguous square float32 matrices, 2 N^3 FLOPs per call.
     for size in [int(s) for s in args.sizes.split(",") if s]:
@@ -109,7 +75,7 @@ def main():
             for _ in range(n):
                 mm(ma, mb)
 
-        ns = statistics.median(time_per_call(mm_loop, args.reps, args.min_time))
+        ns = statistics.median(torch_common.time_per_call(mm_loop, args.reps, args.min_time))
         print("gemm_%d_gflops %.3f" % (size, 2.0 * size ** 3 / ns))
         sys.stdout.flush()
 

@@ -26,7 +26,8 @@ void set_cpu_device_count(int count);
 
 /// Threads the CPU kernels started from the calling thread may use (its share of the cores), like
 /// torch.set_num_threads but per thread: each logical device's worker sets its own share. Only large
-/// GEMMs actually split; everything else runs on the calling thread.
+/// kernels split (GEMMs, and from about 128K elements elementwise ops, reductions, softmax, copies);
+/// small ones run on the calling thread.
 void set_num_threads(int threads);
 
 /// Throws unless `device` exists in this process (cpu:k with k < K; cuda:k with k < cuda_device_count()).

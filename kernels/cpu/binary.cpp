@@ -8,12 +8,18 @@
 // (a flat loop against a register), and the general strided walk, whose inner row loop is again
 // specialised for the unit-stride and stride-0 cases. A 1-element op takes the first path and
 // costs a few nanoseconds.
+//
+// Threads: from 2 * kGrain elements on (thread_pool.h, where the grain's measurement is), the
+// output is cut into contiguous ranges (up to four a thread); the strided walk takes a range of the
+// row-major order too, starting mid-row if need be (strided_loop.h). Every element is computed by
+// the same expression whatever the split, so results do not depend on the thread count.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/strided_loop.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
 namespace kernels {
@@ -76,17 +82,31 @@ void binary_typed(Op op, const StridedDesc& a, const StridedDesc& b, T* out) {
 
   // Fast paths: a flat loop over n elements, with stride 1 or 0 on each input.
   const bool a_dense = a.is_contiguous(), b_dense = b.is_contiguous();
-  if (a_dense && b_dense) return binary_row(op, pa, 1, pb, 1, out, n);
-  if (a_dense && is_single_value(b)) return binary_row(op, pa, 1, pb, 0, out, n);
-  if (is_single_value(a) && b_dense) return binary_row(op, pa, 0, pb, 1, out, n);
+  if (a_dense && b_dense) {
+    return cpu::parallel_range(n, cpu::kGrain, [&](int64_t begin, int64_t end) {
+      binary_row(op, pa + begin, 1, pb + begin, 1, out + begin, end - begin);
+    });
+  }
+  if (a_dense && is_single_value(b)) {
+    return cpu::parallel_range(n, cpu::kGrain, [&](int64_t begin, int64_t end) {
+      binary_row(op, pa + begin, 1, pb, 0, out + begin, end - begin);
+    });
+  }
+  if (is_single_value(a) && b_dense) {
+    return cpu::parallel_range(n, cpu::kGrain, [&](int64_t begin, int64_t end) {
+      binary_row(op, pa, 0, pb + begin, 1, out + begin, end - begin);
+    });
+  }
 
   int64_t out_strides[kMaxDims];
   cpu::contiguous_strides(a.ndim, a.shape, out_strides);
   const int64_t* const strides[3] = {a.strides, b.strides, out_strides};
   const cpu::LockstepLayout<3> layout = cpu::simplify_layout<3>(a.ndim, a.shape, strides);
-  cpu::for_each_row(layout, [&](const int64_t* offset, const int64_t* stride, int64_t len) {
-    // The output is dense and walked in order, so its inner stride is always 1.
-    binary_row(op, pa + offset[0], stride[0], pb + offset[1], stride[1], out + offset[2], len);
+  cpu::parallel_range(n, cpu::kGrain, [&](int64_t begin, int64_t end) {
+    cpu::for_each_row_in(layout, begin, end, [&](const int64_t* offset, const int64_t* stride, int64_t len) {
+      // The output is dense and walked in order, so its inner stride is always 1.
+      binary_row(op, pa + offset[0], stride[0], pb + offset[1], stride[1], out + offset[2], len);
+    });
   });
 }
 

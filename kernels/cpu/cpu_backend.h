@@ -9,8 +9,9 @@
 //   gemm.cpp       batched GEMM on Eigen maps with the bias/activation epilogue
 //   softmax.cpp    softmax, log_softmax and cross-entropy, forward and backward
 //   optim.cpp      fused SGD and Adam/AdamW parameter updates
-// All kernels run on the calling thread (each logical CPU device has its own worker); only large
-// GEMMs fan out to the helper threads of thread_pool.h. `Stream` is ignored. Kernels never allocate.
+// Kernels start on the calling thread (each logical CPU device has its own worker); large GEMMs,
+// elementwise ops, reductions, softmax, copies and optimizer steps fan out to the helper threads of
+// thread_pool.h, small ones never do. `Stream` is ignored. Kernels never allocate.
 #pragma once
 
 #include <ringgrad/kernels/backend.h>
@@ -21,7 +22,7 @@ namespace kernels {
 class CpuBackend final : public Backend {
  public:
   const char* name() const override { return "cpu"; }
-  void set_thread_count(int threads) override;  // threads a GEMM started from this thread may use
+  void set_thread_count(int threads) override;  // threads a kernel started from this thread may use
 
   void fill(DType dt, void* dst, int64_t n, double value, Stream s) override;
   void arange(DType dt, void* dst, int64_t n, double start, double step, Stream s) override;

@@ -168,8 +168,25 @@ std::string cpu_gemm_build() {
 #else
   const std::string arch = ", compiler's default -march";
 #endif
+  // Eigen's own list names AVX512 or AVX but never AVX2 or FMA below AVX-512, and those two decide
+  // its GEMM kernel on an AVX2 machine; so the vector width and FMA are spelled out first.
+#if defined(EIGEN_VECTORIZE_AVX512)
+  const std::string kernel = "AVX-512";
+#elif defined(EIGEN_VECTORIZE_AVX2)
+  const std::string kernel = "AVX2";
+#elif defined(EIGEN_VECTORIZE_AVX)
+  const std::string kernel = "AVX";
+#else
+  const std::string kernel = "SSE";
+#endif
+#if defined(EIGEN_VECTORIZE_FMA)
+  const std::string fma = " + FMA";
+#else
+  const std::string fma = ", no FMA";
+#endif
   return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
-         std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse() + arch;
+         std::to_string(EIGEN_MINOR_VERSION) + ", " + kernel + fma +
+         " kernels (Eigen lists: " + Eigen::SimdInstructionSetsInUse() + ")" + arch;
 }
 
 }  // namespace kernels

@@ -91,17 +91,17 @@ void adam_step_typed(T* p, const T* g, T* m, T* v, int64_t n, const AdamStepArgs
 
 }  // namespace
 
-// Large parameters are updated in chunks on several threads: each element's update is independent.
-// Chunks are whole multiples of 64 elements so no two threads share a cache line.
-constexpr int64_t kParallelMinElements = 1 << 18;
+// Large parameters are updated in ranges on several threads: each element's update is independent,
+// so the split cannot change a result. Ranges are whole multiples of 64 elements so no two threads
+// share a cache line; a part gets at least kGrain elements (thread_pool.h; the updates read and
+// write more bytes per element than an add, so the same grain is on the safe side).
+constexpr int64_t kLine = 64;
 
 template <typename F>
 void in_chunks(int64_t n, F&& update) {
-  const int parts = n < kParallelMinElements ? 1 : cpu::kernel_threads();
-  cpu::parallel_for(parts, [&](int part) {
-    const int64_t begin = std::min(n, (n * part / parts) / 64 * 64);
-    const int64_t end = part + 1 == parts ? n : std::min(n, (n * (part + 1) / parts) / 64 * 64);
-    if (end > begin) update(begin, end - begin);
+  cpu::parallel_range((n + kLine - 1) / kLine, cpu::kGrain / kLine, [&](int64_t begin, int64_t end) {
+    const int64_t first = begin * kLine, last = std::min(n, end * kLine);
+    update(first, last - first);
   });
 }
 

@@ -11,16 +11,42 @@
 //               compiler keeps in vector registers;
 //   inner >  1  the output is a row of `inner` columns: a tile of up to kTile columns is summed
 //               down the r rows into a stack array, so the inner loop is unit-stride and vectorises.
+//
+// Threads, and why the result does not depend on them. Outputs are independent of each other, so
+// splitting over outputs (outer rows, or tiles of columns) changes nothing. A single long row -- a
+// full reduction, outer == 1 && inner == 1 -- is the exception: its sum is cut at FIXED chunk
+// boundaries (kSumChunk elements, more when that would make over kMaxChunks chunks: a function of r
+// alone, never of the thread count), each chunk is summed by sum_row into its own double, and the
+// chunk sums are added in chunk order on the calling thread. One thread or three, the same
+// additions happen in the same order, so the float bits are the same. Every row sum, in any
+// shape, goes through the same chunking, so sum over a [1, n] and a [4, n] tensor agree row by row.
+// Max needs no such care (it is exact), but keeps the first maximum's index: chunk maxima are
+// combined in chunk order with the same comparison as within a chunk.
+//
+// Not split: inner > 1 with a single tile of columns per outer row and one outer row (say a
+// [8M, 2] tensor summed over dim 0); its tile is summed down all r rows on one thread.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
 namespace kernels {
 namespace {
 
 constexpr int64_t kTile = 256;  // columns per tile: 2 KiB of double accumulators, well inside L1
+
+// Fixed chunks of a long row (see the header): 16 Ki elements each, or as many more as keep the
+// count at kMaxChunks, whose partial sums then fit a 32 KiB stack array.
+constexpr int64_t kSumChunk = 1 << 14;
+constexpr int64_t kMaxChunks = 4096;
+
+int64_t chunk_length(int64_t r) {
+  const int64_t at_least = (r + kMaxChunks - 1) / kMaxChunks;
+  return std::max(kSumChunk, (at_least + 7) / 8 * 8);
+}
 
 template <typename T>
 double sum_row(const T* x, int64_t n) {
@@ -32,26 +58,59 @@ double sum_row(const T* x, int64_t n) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
+// The sum of a row of r elements: chunk sums added in chunk order. `threaded`: chunks may be summed
+// on several threads (only for a lone row; rows of a matrix are already spread over threads).
+template <typename T>
+double sum_chunked(const T* x, int64_t r, bool threaded) {
+  const int64_t chunk = chunk_length(r);
+  if (r <= chunk) return sum_row(x, r);
+  const int64_t chunks = (r + chunk - 1) / chunk;
+  double partial[kMaxChunks];
+  auto sum_chunks = [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) partial[k] = sum_row(x + k * chunk, std::min(chunk, r - k * chunk));
+  };
+  if (threaded)
+    cpu::parallel_range(chunks, std::max<int64_t>(1, cpu::kGrain / chunk), sum_chunks);
+  else
+    sum_chunks(0, chunks);
+  double total = 0.0;  // 0 + partial[0] is partial[0]: the same additions as starting from it
+  for (int64_t k = 0; k < chunks; ++k) total += partial[k];
+  return total;
+}
+
+// The tile of outer row o that starts at column i0 (up to kTile columns), summed down the r rows.
+template <typename T>
+void sum_tile(const T* x, T* y, int64_t r, int64_t inner, int64_t o, int64_t i0) {
+  const int64_t width = std::min(kTile, inner - i0);
+  const T* xo = x + o * r * inner;
+  double acc[kTile];  // only the first `width` entries are used, so only they are zeroed
+  for (int64_t t = 0; t < width; ++t) acc[t] = 0.0;
+  for (int64_t j = 0; j < r; ++j) {
+    const T* row = xo + j * inner + i0;
+    for (int64_t t = 0; t < width; ++t) acc[t] += static_cast<double>(row[t]);
+  }
+  for (int64_t t = 0; t < width; ++t) y[o * inner + i0 + t] = static_cast<T>(acc[t]);
+}
+
 template <typename T>
 void sum_middle(const T* x, T* y, int64_t outer, int64_t r, int64_t inner) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* xo = x + o * r * inner;
-    T* yo = y + o * inner;
-    if (inner == 1) {
-      yo[0] = static_cast<T>(sum_row(xo, r));
-      continue;
+  if (inner == 1) {
+    if (outer == 1) {
+      y[0] = static_cast<T>(sum_chunked(x, r, true));
+      return;
     }
-    for (int64_t i0 = 0; i0 < inner; i0 += kTile) {
-      const int64_t width = inner - i0 < kTile ? inner - i0 : kTile;
-      double acc[kTile];  // only the first `width` entries are used, so only they are zeroed
-      for (int64_t t = 0; t < width; ++t) acc[t] = 0.0;
-      for (int64_t j = 0; j < r; ++j) {
-        const T* row = xo + j * inner + i0;
-        for (int64_t t = 0; t < width; ++t) acc[t] += static_cast<double>(row[t]);
-      }
-      for (int64_t t = 0; t < width; ++t) yo[i0 + t] = static_cast<T>(acc[t]);
-    }
+    cpu::parallel_range(outer, std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(r, 1)),
+                        [&](int64_t begin, int64_t end) {
+                          for (int64_t o = begin; o < end; ++o) y[o] = static_cast<T>(sum_chunked(x + o * r, r, false));
+                        });
+    return;
   }
+  const int64_t tiles_per_row = (inner + kTile - 1) / kTile;
+  cpu::parallel_range(outer * tiles_per_row, std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(r * kTile, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t tile = begin; tile < end; ++tile)
+                          sum_tile(x, y, r, inner, tile / tiles_per_row, tile % tiles_per_row * kTile);
+                      });
 }
 
 // v replaces the running best when larger, or when it is the first NaN: NaN propagates, as in
@@ -61,25 +120,83 @@ inline bool beats(T v, T best) {
   return v > best || (v != v && best == best);
 }
 
-// kIndices: whether argmax indices are written. A template flag, so the common loop has no test.
+// The maximum of x[0 .. n) and the index of its first occurrence.
+template <typename T>
+void max_row(const T* x, int64_t n, T& best, int64_t& at) {
+  best = x[0];
+  at = 0;
+  for (int64_t j = 1; j < n; ++j) {
+    if (beats(x[j], best)) {
+      best = x[j];
+      at = j;
+    }
+  }
+}
+
+// A lone row (outer == 1 && inner == 1): chunk maxima, combined in chunk order.
+template <typename T>
+void max_chunked(const T* x, int64_t r, T& best, int64_t& at) {
+  const int64_t chunk = chunk_length(r);
+  if (r <= chunk) return max_row(x, r, best, at);
+  const int64_t chunks = (r + chunk - 1) / chunk;
+  T chunk_best[kMaxChunks];
+  int64_t chunk_at[kMaxChunks];
+  cpu::parallel_range(chunks, std::max<int64_t>(1, cpu::kGrain / chunk), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      max_row(x + k * chunk, std::min(chunk, r - k * chunk), chunk_best[k], chunk_at[k]);
+      chunk_at[k] += k * chunk;
+    }
+  });
+  best = x[0];  // chunk 0's maximum replaces it unless they are equal (or both NaN): the same result
+  at = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    if (beats(chunk_best[k], best)) {
+      best = chunk_best[k];
+      at = chunk_at[k];
+    }
+  }
+}
+
+// Columns [i0, i1) of outer row o, reduced down r rows. kIndices: whether argmax indices are
+// written. A template flag, so the common loop has no test.
 template <typename T, bool kIndices>
-void max_middle(const T* x, T* y, int64_t* indices, int64_t outer, int64_t r, int64_t inner) {
-  for (int64_t o = 0; o < outer; ++o) {
-    const T* xo = x + o * r * inner;
-    T* yo = y + o * inner;
-    for (int64_t i = 0; i < inner; ++i) yo[i] = xo[i];
-    if constexpr (kIndices)
-      for (int64_t i = 0; i < inner; ++i) indices[o * inner + i] = 0;
-    for (int64_t j = 1; j < r; ++j) {
-      const T* row = xo + j * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        if (beats(row[i], yo[i])) {
-          yo[i] = row[i];
-          if constexpr (kIndices) indices[o * inner + i] = j;
-        }
+void max_columns(const T* x, T* y, int64_t* indices, int64_t r, int64_t inner, int64_t o, int64_t i0, int64_t i1) {
+  const T* xo = x + o * r * inner;
+  T* yo = y + o * inner;
+  for (int64_t i = i0; i < i1; ++i) yo[i] = xo[i];
+  if constexpr (kIndices)
+    for (int64_t i = i0; i < i1; ++i) indices[o * inner + i] = 0;
+  for (int64_t j = 1; j < r; ++j) {
+    const T* row = xo + j * inner;
+    for (int64_t i = i0; i < i1; ++i) {
+      if (beats(row[i], yo[i])) {
+        yo[i] = row[i];
+        if constexpr (kIndices) indices[o * inner + i] = j;
       }
     }
   }
+}
+
+template <typename T, bool kIndices>
+void max_middle(const T* x, T* y, int64_t* indices, int64_t outer, int64_t r, int64_t inner) {
+  if (outer * inner == 0) return;
+  if (outer == 1 && inner == 1) {
+    int64_t at = 0;
+    max_chunked(x, r, y[0], at);
+    if constexpr (kIndices) indices[0] = at;
+    return;
+  }
+  if (outer == 1) {  // one row of columns: split the columns
+    cpu::parallel_range(
+        inner, std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(r, 1)),
+        [&](int64_t begin, int64_t end) { max_columns<T, kIndices>(x, y, indices, r, inner, 0, begin, end); });
+    return;
+  }
+  cpu::parallel_range(outer, std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(r * inner, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t o = begin; o < end; ++o)
+                          max_columns<T, kIndices>(x, y, indices, r, inner, o, 0, inner);
+                      });
 }
 
 }  // namespace

@@ -11,31 +11,135 @@
 //
 // Layout: as in reduce.cpp, columns are processed in tiles of up to kTile (the inner index), each
 // tile's running max and sum kept in stack arrays, so inner loops are unit-stride. For the common
-// inner == 1 case (softmax over the last dimension) a tile is one column, i.e. one row of x.
+// inner == 1 case (softmax over the last dimension) the forward has its own row loop instead, whose
+// float32 exponentials are a vectorised polynomial (exp_nonpositive) rather than libm's expf.
+//
+// Threads: tiles (and cross-entropy's rows) are independent, so they are dealt out in contiguous
+// ranges, up to four a thread (thread_pool.h), once a part gets kExpGrain elements: exp costs several
+// times a memory-bound add per element, so a split pays for fewer of them than kGrain. A tile is
+// always computed whole by one thread, so the results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
 namespace kernels {
 namespace {
 
 constexpr int64_t kTile = 256;
+constexpr int64_t kExpGrain = cpu::kGrain / 8;  // elements a part gets at least, for the loops with exp
 
 // Calls tile(base, width) for each tile: elements (j, t) of the tile sit at
-// base + j * inner + t for j < c, t < width, where base = o * c * inner + i0.
+// base + j * inner + t for j < c, t < width, where base = o * c * inner + i0. Tiles are spread
+// over threads; `grain` is the least number of elements a part is given.
 template <typename Tile>
-void for_each_tile(int64_t outer, int64_t c, int64_t inner, Tile&& tile) {
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i0 = 0; i0 < inner; i0 += kTile) tile(o * c * inner + i0, inner - i0 < kTile ? inner - i0 : kTile);
+void for_each_tile(int64_t outer, int64_t c, int64_t inner, int64_t grain, Tile&& tile) {
+  const int64_t tiles_per_row = (inner + kTile - 1) / kTile;
+  const int64_t tile_elements = std::max<int64_t>(1, c * std::min(inner, kTile));
+  cpu::parallel_range(outer * tiles_per_row, std::max<int64_t>(1, grain / tile_elements),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t k = begin; k < end; ++k) {
+                          const int64_t o = k / tiles_per_row, i0 = k % tiles_per_row * kTile;
+                          tile(o * c * inner + i0, std::min(kTile, inner - i0));
+                        }
+                      });
+}
+
+// Calls body(r0, r1) on ranges of rows, `c` elements each, spread over threads.
+template <typename Body>
+void for_row_ranges(int64_t rows, int64_t c, int64_t grain, Body&& body) {
+  cpu::parallel_range(rows, std::max<int64_t>(1, grain / std::max<int64_t>(c, 1)), body);
+}
+
+// a * b + c, fused where the target has FMA (one instruction, one rounding); where it has not, a
+// multiply and an add -- std::fma would be a libm call per element there.
+inline float mul_add(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// e^x for float, in a form the compiler vectorises (libm's expf is a call per element, 2.3 ns here,
+// against 0.5 ns): x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' degree-6 polynomial, 2^n built
+// in the exponent bits. Within 1.4 ulp of e^x over [-87, 0] (checked against exp in double at 290K
+// points); e^x = 0 below -87 (float's normal range ends near -87.3), e^NaN = NaN. Softmax's
+// exponents are x - max <= 0, so nothing overflows.
+inline float exp_nonpositive(float x) {
+  constexpr float kLowest = -87.0f;
+  const float xc = std::max(x, kLowest);
+  const float n = std::nearbyint(xc * 1.44269504088896341f);                  // log2(e)
+  const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, xc));  // ln 2 in two parts
+  float p = 1.9875691500e-4f;
+  p = mul_add(p, r, 1.3981999507e-3f);
+  p = mul_add(p, r, 8.3334519073e-3f);
+  p = mul_add(p, r, 4.1665795894e-2f);
+  p = mul_add(p, r, 1.6666665459e-1f);
+  p = mul_add(p, r, 5.0000001201e-1f);
+  p = mul_add(p, r * r, r + 1.0f);
+  const int32_t bits = (static_cast<int32_t>(n) + 127) * (1 << 23);
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  const float y = x < kLowest ? 0.0f : p * scale;
+  return x != x ? x : y;
+}
+
+inline float exp_nonpositive_or_libm(float x) { return exp_nonpositive(x); }
+inline double exp_nonpositive_or_libm(double x) { return std::exp(x); }  // float64 keeps libm's accuracy
+
+// Softmax over one contiguous row of c elements (inner == 1): max, exponentials and their sum in
+// eight independent lanes each, so every loop vectorises.
+template <typename T>
+void softmax_row(const T* x, T* y, int64_t c, bool log) {
+  T lane_max[8];
+  for (T& m : lane_max) m = -std::numeric_limits<T>::infinity();
+  int64_t j = 0;
+  for (; j + 8 <= c; j += 8)
+    for (int l = 0; l < 8; ++l) lane_max[l] = std::max(lane_max[l], x[j + l]);
+  for (; j < c; ++j) lane_max[0] = std::max(lane_max[0], x[j]);
+  T max = lane_max[0];
+  for (int l = 1; l < 8; ++l) max = std::max(max, lane_max[l]);
+
+  double lane_sum[8] = {};
+  for (j = 0; j + 8 <= c; j += 8) {
+    for (int l = 0; l < 8; ++l) {
+      const T e = exp_nonpositive_or_libm(x[j + l] - max);
+      if (!log) y[j + l] = e;  // normalised below, once the sum is known
+      lane_sum[l] += static_cast<double>(e);
+    }
+  }
+  for (; j < c; ++j) {
+    const T e = exp_nonpositive_or_libm(x[j] - max);
+    if (!log) y[j] = e;
+    lane_sum[0] += static_cast<double>(e);
+  }
+  const double sum = ((lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3])) +
+                     ((lane_sum[4] + lane_sum[5]) + (lane_sum[6] + lane_sum[7]));
+  if (log) {
+    const T log_sum_exp = max + static_cast<T>(std::log(sum));
+    for (j = 0; j < c; ++j) y[j] = x[j] - log_sum_exp;
+  } else {
+    const T inv_sum = static_cast<T>(1.0 / sum);
+    for (j = 0; j < c; ++j) y[j] *= inv_sum;
+  }
 }
 
 template <typename T>
 void softmax_forward(const T* x, T* y, int64_t outer, int64_t c, int64_t inner, bool log) {
-  for_each_tile(outer, c, inner, [&](int64_t base, int64_t width) {
+  if (inner == 1) {
+    for_row_ranges(outer, c, kExpGrain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * c, y + r * c, c, log);
+    });
+    return;
+  }
+  for_each_tile(outer, c, inner, kExpGrain, [&](int64_t base, int64_t width) {
     const T* xt = x + base;
     T* yt = y + base;
     T max[kTile];
@@ -73,7 +177,7 @@ void softmax_forward(const T* x, T* y, int64_t outer, int64_t c, int64_t inner, 
 // log_softmax:  dx = dy - e^y sum_j dy_j       (e^y is the softmax, recovered from the saved y)
 template <typename T>
 void softmax_backward_typed(const T* y, const T* dy, T* dx, int64_t outer, int64_t c, int64_t inner, bool log) {
-  for_each_tile(outer, c, inner, [&](int64_t base, int64_t width) {
+  for_each_tile(outer, c, inner, log ? kExpGrain : cpu::kGrain, [&](int64_t base, int64_t width) {
     const T* yt = y + base;
     const T* dyt = dy + base;
     T* dxt = dx + base;
@@ -106,33 +210,38 @@ void check_label(const char* kernel, int64_t label, int64_t row, int64_t c) {
 // smoothed target (1 - eps) onehot(label) + eps/c, since the target sums to 1 and
 // -sum_j target_j log softmax(x)_j = logsumexp(x) - sum_j target_j x_j.
 template <typename T>
+void cross_entropy_row(const T* logits, const int64_t* labels, T* loss, T* probs, int64_t r, int64_t c, double eps) {
+  const T* x = logits + r * c;
+  check_label("cross_entropy", labels[r], r, c);
+  T max = -std::numeric_limits<T>::infinity();
+  double sum_x = 0.0;
+  for (int64_t j = 0; j < c; ++j) {
+    max = std::max(max, x[j]);
+    sum_x += static_cast<double>(x[j]);
+  }
+  double sum_exp = 0.0;
+  if (probs != nullptr) {
+    T* p = probs + r * c;
+    for (int64_t j = 0; j < c; ++j) {
+      p[j] = std::exp(x[j] - max);
+      sum_exp += static_cast<double>(p[j]);
+    }
+    const T inv_sum = static_cast<T>(1.0 / sum_exp);
+    for (int64_t j = 0; j < c; ++j) p[j] *= inv_sum;
+  } else {
+    for (int64_t j = 0; j < c; ++j) sum_exp += static_cast<double>(std::exp(x[j] - max));
+  }
+  const double log_sum_exp = static_cast<double>(max) + std::log(sum_exp);
+  const double target_dot_x = (1.0 - eps) * static_cast<double>(x[labels[r]]) + eps * sum_x / static_cast<double>(c);
+  loss[r] = static_cast<T>(log_sum_exp - target_dot_x);
+}
+
+template <typename T>
 void cross_entropy_forward_typed(const T* logits, const int64_t* labels, T* loss, T* probs, int64_t rows, int64_t c,
                                  double eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* x = logits + r * c;
-    check_label("cross_entropy", labels[r], r, c);
-    T max = -std::numeric_limits<T>::infinity();
-    double sum_x = 0.0;
-    for (int64_t j = 0; j < c; ++j) {
-      max = std::max(max, x[j]);
-      sum_x += static_cast<double>(x[j]);
-    }
-    double sum_exp = 0.0;
-    if (probs != nullptr) {
-      T* p = probs + r * c;
-      for (int64_t j = 0; j < c; ++j) {
-        p[j] = std::exp(x[j] - max);
-        sum_exp += static_cast<double>(p[j]);
-      }
-      const T inv_sum = static_cast<T>(1.0 / sum_exp);
-      for (int64_t j = 0; j < c; ++j) p[j] *= inv_sum;
-    } else {
-      for (int64_t j = 0; j < c; ++j) sum_exp += static_cast<double>(std::exp(x[j] - max));
-    }
-    const double log_sum_exp = static_cast<double>(max) + std::log(sum_exp);
-    const double target_dot_x = (1.0 - eps) * static_cast<double>(x[labels[r]]) + eps * sum_x / static_cast<double>(c);
-    loss[r] = static_cast<T>(log_sum_exp - target_dot_x);
-  }
+  for_row_ranges(rows, c, kExpGrain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) cross_entropy_row(logits, labels, loss, probs, r, c, eps);
+  });
 }
 
 // dlogits_r = scale * dloss_r * (softmax(x_r) - target_r): the familiar "probabilities minus target".
@@ -140,14 +249,16 @@ template <typename T>
 void cross_entropy_backward_typed(const T* probs, const int64_t* labels, const T* dloss, int64_t dloss_stride,
                                   double scale, T* dlogits, int64_t rows, int64_t c, double eps) {
   const T off_target = static_cast<T>(eps / static_cast<double>(c));
-  for (int64_t r = 0; r < rows; ++r) {
-    check_label("cross_entropy_backward", labels[r], r, c);
-    const T g = static_cast<T>(scale * static_cast<double>(dloss[r * dloss_stride]));
-    const T* p = probs + r * c;
-    T* d = dlogits + r * c;
-    for (int64_t j = 0; j < c; ++j) d[j] = g * (p[j] - off_target);
-    d[labels[r]] -= g * static_cast<T>(1.0 - eps);
-  }
+  for_row_ranges(rows, c, cpu::kGrain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      check_label("cross_entropy_backward", labels[r], r, c);
+      const T g = static_cast<T>(scale * static_cast<double>(dloss[r * dloss_stride]));
+      const T* p = probs + r * c;
+      T* d = dlogits + r * c;
+      for (int64_t j = 0; j < c; ++j) d[j] = g * (p[j] - off_target);
+      d[labels[r]] -= g * static_cast<T>(1.0 - eps);
+    }
+  });
 }
 
 }  // namespace

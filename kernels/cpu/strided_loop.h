@@ -5,8 +5,10 @@
 // dimensions that every array steps through as one (outer stride == inner stride * inner size) are
 // merged. A contiguous 4-d tensor becomes a single row of numel elements; a transposed matrix stays
 // two-dimensional. The fewer and longer the rows, the more time is spent in the vectorisable part.
+// for_each_row_in walks a sub-range of the elements, which is how a walk is split across threads.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -82,6 +84,54 @@ void for_each_row(const LockstepLayout<N>& layout, Row&& row) {
       for (size_t k = 0; k < N; ++k) offsets[k] -= layout.strides[k][d] * (layout.shape[d] - 1);
     }
   }
+}
+
+// Like for_each_row, but only over elements [begin, end) of the layout's row-major order (the order
+// of the original shape too: simplifying drops size-1 dimensions and merges neighbours, it never
+// reorders). The first and last rows may be partial. This is how a strided walk is split across
+// threads: each part takes a range, whatever the row length. Finding the first row costs one
+// division per dimension; after that the walk is the odometer of for_each_row.
+template <size_t N, typename Row>
+void for_each_row_in(const LockstepLayout<N>& layout, int64_t begin, int64_t end, Row&& row) {
+  const int last = layout.ndim - 1;
+  const int64_t row_length = layout.shape[last];
+  if (begin >= end || row_length == 0) return;
+
+  int64_t inner[N], offsets[N] = {};
+  for (size_t k = 0; k < N; ++k) inner[k] = layout.strides[k][last];
+  int64_t index[kMaxDims] = {};
+  int64_t column = begin % row_length;
+  int64_t rest = begin / row_length;
+  for (int d = last - 1; d >= 0; --d) {
+    index[d] = rest % layout.shape[d];
+    rest /= layout.shape[d];
+    for (size_t k = 0; k < N; ++k) offsets[k] += index[d] * layout.strides[k][d];
+  }
+  for (int64_t remaining = end - begin;;) {
+    const int64_t n = std::min(row_length - column, remaining);
+    int64_t start[N];
+    for (size_t k = 0; k < N; ++k) start[k] = offsets[k] + column * inner[k];
+    row(static_cast<const int64_t*>(start), static_cast<const int64_t*>(inner), n);
+    remaining -= n;
+    if (remaining == 0) return;
+    column = 0;
+    for (int d = last - 1; d >= 0; --d) {
+      if (++index[d] < layout.shape[d]) {
+        for (size_t k = 0; k < N; ++k) offsets[k] += layout.strides[k][d];
+        break;
+      }
+      index[d] = 0;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= layout.strides[k][d] * (layout.shape[d] - 1);
+    }
+  }
+}
+
+// Elements in a layout: rows times row length.
+template <size_t N>
+int64_t element_count(const LockstepLayout<N>& layout) {
+  int64_t n = 1;
+  for (int d = 0; d < layout.ndim; ++d) n *= layout.shape[d];
+  return n;
 }
 
 // Strides of a dense row-major array of `shape`, for walking an output next to strided inputs.

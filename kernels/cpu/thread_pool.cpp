@@ -1,7 +1,8 @@
 // kernels/cpu/thread_pool.cpp: sleeping helper threads that claim parts of a job.
 //
-// A job is a counter of parts. The caller posts one wake-up per extra part, then claims parts
-// itself; each woken helper claims the next unclaimed part, if any is left. Claiming is one atomic
+// A job is a counter of parts. The caller posts one wake-up per helper its thread share allows
+// (kernel_threads() - 1, fewer for fewer parts), then claims parts itself; each woken helper claims
+// unclaimed parts, one at a time, until none is left. Claiming is one atomic
 // increment, so a part is never run twice and a slow helper never delays the caller: whatever is
 // unclaimed when the caller gets there, the caller runs.
 #include "kernels/cpu/thread_pool.h"
@@ -107,8 +108,11 @@ void parallel_for(int parts, const std::function<void(int)>& fn) {
     if (parts == 1) fn(0);
     return;
   }
+  // One wake-up per helper this thread's share allows: a woken helper claims parts until none is
+  // left, so more wake-ups than helpers would only be popped and find nothing to do.
   auto job = std::make_shared<Job>(parts, fn);
-  Pool::instance().post(job, parts - 1);
+  const int wakeups = std::min(parts, kernel_threads()) - 1;
+  if (wakeups > 0) Pool::instance().post(job, wakeups);
   job->work();
   std::unique_lock<std::mutex> lock(job->mutex);
   job->all_done.wait(lock, [&] { return job->finished.load() == parts; });
