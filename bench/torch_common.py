@@ -59,6 +59,7 @@ def import_torch(threads):
     sys.stdout.flush()
     return torch
 
+
 def time_per_call(loop, reps, min_time):
     """loop(n) runs n calls; returns ns per call of each of `reps` timed loops.
 
