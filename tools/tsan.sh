@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/tsan.sh: the threaded tests under ThreadSanitizer, built with clang 14 (CI's stage 3/5).
 #
-#   bash tools/tsan.sh            configure build-tsan/, build the tests and their workers, run them
+#   bash tools/tsan.sh            configure build-tsan/, build the threaded tests and their workers,
+#                                 run them (each group's slowest test cases are listed at the end)
 #
 # What runs threads, and the tests that drive it: the autograd engine's device workers [engine],
 # DataParallel's replicas [dp], DDP's communication thread and buckets [ddp] [bucket], the
@@ -15,16 +16,22 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build_dir="${RINGGRAD_TSAN_BUILD_DIR:-build-tsan}"
 jobs="${RINGGRAD_JOBS:-$(nproc)}"
-tags='[engine],[dp],[ddp],[bucket],[data],[store],[process_group],[ring],[allocator]'
+tag_names=(engine dp ddp bucket data store process_group ring allocator)
+tags="$(printf '[%s],' "${tag_names[@]}")" && tags="${tags%,}"
 
 # No CUDA and no emulator: TSan cannot follow the emulator's fibers, and the kernels' threads are
 # the emulator's own. Examples and benchmarks have no threads of their own beyond the library's.
 # -g1: line tables only. A report's stack trace keeps its file:line for every frame, and the build,
 # without the full debug info nobody reads here, takes minutes less on two cores.
+# Only what runs here is built: ringgrad_tests from the test files that name one of the tags
+# (RINGGRAD_TEST_TAGS), and the test code at -O0 (RINGGRAD_TEST_OPTIMIZE): the library, where the
+# threads are, keeps -O2; the tests' own code only drives it.
+tag_list="$(IFS=';'; echo "${tag_names[*]}")"
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DRINGGRAD_SANITIZE=thread -DRINGGRAD_CUDA=OFF -DRINGGRAD_CUDA_EMU=OFF \
-  -DRINGGRAD_BUILD_EXAMPLES=OFF -DRINGGRAD_BUILD_BENCH=OFF
+  -DRINGGRAD_BUILD_EXAMPLES=OFF -DRINGGRAD_BUILD_BENCH=OFF \
+  -DRINGGRAD_TEST_OPTIMIZE=-O0 "-DRINGGRAD_TEST_TAGS=$tag_list"
 cmake --build "$build_dir" -j "$jobs" --target ringgrad_tests ringgrad_dist_worker ringgrad_ddp_worker
 
 # second_deadlock_stack: both stacks of a lock-order inversion; tools/tsan.supp: the reports known to
@@ -35,13 +42,14 @@ echo "tsan: running $tags (TSAN_OPTIONS=$TSAN_OPTIONS)"
 groups=('[engine],[dp],[ddp],[bucket],[allocator]' '[data],[store],[process_group],[ring]')
 pids=()
 for i in "${!groups[@]}"; do
-  "$build_dir/tests/ringgrad_tests" "${groups[$i]}" --warn NoTests --durations no >"$build_dir/tsan-$i.log" 2>&1 &
+  "$build_dir/tests/ringgrad_tests" "${groups[$i]}" --warn NoTests --durations yes >"$build_dir/tsan-$i.log" 2>&1 &
   pids+=($!)
 done
 failed=0
 for i in "${!pids[@]}"; do
   if wait "${pids[$i]}"; then
     echo "tsan: ${groups[$i]}: $(tail -n 2 "$build_dir/tsan-$i.log" | tr -s '\n' ' ')"
+    python3 tools/ci_times.py tests "$build_dir/tsan-$i.log"
   else
     failed=1
     echo "tsan: ${groups[$i]} failed or raced; the end of its log ($build_dir/tsan-$i.log):" >&2

@@ -11,8 +11,9 @@
 #                          alias, a path that assumes ringgrad is the top-level project, and tests
 #                          or benchmarks that do not stay off when it is not.
 #
-# Inputs (-D): MODE, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER, BUILD_TYPE; RINGGRAD_BUILD_DIR
-#              (find_package) or RINGGRAD_SOURCE_DIR (add_subdirectory).
+# Inputs (-D): MODE, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER, COMPILER_LAUNCHER (ccache, when the
+#              parent build uses it); RINGGRAD_BUILD_DIR and BUILD_TYPE (find_package: the consumer's
+#              build type, default Release) or RINGGRAD_SOURCE_DIR (add_subdirectory, always Debug).
 set(required MODE WORK_DIR GENERATOR CXX_COMPILER)
 if(MODE STREQUAL "find_package")
   list(APPEND required RINGGRAD_BUILD_DIR)
@@ -45,10 +46,12 @@ function(step name)
 endfunction()
 
 set(configure_args -S ${CMAKE_CURRENT_LIST_DIR}/${MODE} -B ${build} -G ${GENERATOR}
-  -D CMAKE_BUILD_TYPE=${BUILD_TYPE}
   -D CMAKE_CXX_COMPILER=${CXX_COMPILER})
 if(MAKE_PROGRAM)
   list(APPEND configure_args -D CMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+endif()
+if(COMPILER_LAUNCHER)
+  list(APPEND configure_args -D CMAKE_CXX_COMPILER_LAUNCHER=${COMPILER_LAUNCHER})
 endif()
 
 if(MODE STREQUAL "find_package")
@@ -56,6 +59,7 @@ if(MODE STREQUAL "find_package")
   file(REMOVE_RECURSE ${WORK_DIR})  # a stale prefix could hide a file the install forgot
   step(install ${CMAKE_COMMAND} --install ${RINGGRAD_BUILD_DIR} --prefix ${prefix})
   step(configure ${CMAKE_COMMAND} ${configure_args}
+    -D CMAKE_BUILD_TYPE=${BUILD_TYPE}
     -D CMAKE_PREFIX_PATH=${prefix}
     # Not a build tree registered in ~/.cmake/packages either.
     -D CMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
@@ -72,8 +76,13 @@ else()
   # a second run recompiles only what changed. CPU only, whatever the parent build has: this checks
   # the CMake wiring, and the CUDA code would double the time. No sanitizers either, for the same
   # reason (the parent's own tests run sanitized).
+  # Debug (-O0), whatever the parent's build type: the wiring is the same in every build type, the
+  # parent has already built these sources optimised, and -O0 compiles them in about a third of the
+  # time (this test was the slowest of the suite). It also builds the one configuration no other test
+  # does, a consumer's debug build.
   file(REMOVE ${build}/CMakeCache.txt)
   step(configure ${CMAKE_COMMAND} ${configure_args}
+    -D CMAKE_BUILD_TYPE=Debug
     -D RINGGRAD_SOURCE_DIR=${RINGGRAD_SOURCE_DIR}
     -D RINGGRAD_CUDA=OFF)
   # Not the top-level project, so ringgrad's tests, benchmarks and examples must default to off.
