@@ -121,14 +121,16 @@ RINGGRAD_HOST_DEVICE inline float normal<float>(uint64_t seed, uint64_t counter)
   const Block b = philox_block(seed, counter);
   const float u1 = 1.0f - to_unit_float(b.w[0]);
   const float u2 = to_unit_float(b.w[1]);
-  return sqrtf(-2.0f * logf(u1)) * cosf(static_cast<float>(kTwoPi) * u2);
+  return ::sqrtf(-2.0f * ::logf(u1)) * ::cosf(static_cast<float>(kTwoPi) * u2);
 }
 template <>
 RINGGRAD_HOST_DEVICE inline double normal<double>(uint64_t seed, uint64_t counter) {
   const Block b = philox_block(seed, counter);
   const double u1 = 1.0 - to_unit_double(b.w[0], b.w[1]);
   const double u2 = to_unit_double(b.w[2], b.w[3]);
-  return sqrt(-2.0 * log(u1)) * cos(kTwoPi * u2);
+  // ::, not bare: a bare `log` would find ringgrad::log(Tensor) first wherever <ringgrad/core/ops.h>
+  // was included before this header, and look no further.
+  return ::sqrt(-2.0 * ::log(u1)) * ::cos(kTwoPi * u2);
 }
 ///@}
 
