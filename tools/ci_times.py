@@ -59,13 +59,14 @@ def tests_from_ctest(text):
 
 
 def tests_from_catch(text):
-    """(seconds, name) for each test case a Catch2 program printed with --durations yes."""
-    found = []
+    """(seconds, name) for each test case a Catch2 program printed with --durations yes. Catch prints
+    one line per run of a test case (each section and generated value is a run): they are added up."""
+    found = {}
     for line in text.splitlines():
         took = re.match(r"^([0-9]+\.[0-9]+) s: (.*)$", line)
         if took:
-            found.append((float(took.group(1)), took.group(2)))
-    return found
+            found[took.group(2)] = found.get(took.group(2), 0.0) + float(took.group(1))
+    return [(seconds, name) for name, seconds in found.items()]
 
 
 def merged_costs(paths, at_least_s=1.0):

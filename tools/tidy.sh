@@ -9,7 +9,8 @@
 # the library it includes. kernels/cuda/ and parallel/nccl/ are left out: clang-tidy would need the
 # CUDA toolkit's compilation flags for them, and nvcc compiles them with warnings as errors instead.
 #
-# Environment: RINGGRAD_TIDY_BUILD_DIR (default build-tidy), RINGGRAD_JOBS (default all cores).
+# Environment: RINGGRAD_TIDY_BUILD_DIR (default build-tidy), RINGGRAD_JOBS (default all cores),
+# RINGGRAD_TIDY_CACHE (where clean results are kept, default ~/.cache/ringgrad-tidy; empty: none).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,11 +28,21 @@ else
   mapfile -t sources < <(git ls-files 'core/*.cpp' 'kernels/*.cpp' 'nn/*.cpp' 'parallel/*.cpp' |
     grep -v -e '^kernels/cuda/' -e '^parallel/nccl/')
 fi
-echo "tidy: ${#sources[@]} sources, $jobs at a time (checks: .clang-tidy)"
+# A source that passed before exactly as it is now (the same clang-tidy, .clang-tidy, flags, and text
+# with every header expanded) passes again: tools/tidy_cache.py keeps those results, and only the
+# others are checked. Every source is still checked on every run, by running clang-tidy or by that
+# record; a finding is never recorded.
+python3 tools/tidy_cache.py unchecked "$build_dir" "${sources[@]}" >"$build_dir/tidy-unchecked.txt"
+mapfile -t unchecked <"$build_dir/tidy-unchecked.txt"
+echo "tidy: ${#sources[@]} sources, ${#unchecked[@]} to check now, $jobs at a time (checks: .clang-tidy);" \
+  "$((${#sources[@]} - ${#unchecked[@]})) passed before exactly as they are now"
 # run-clang-tidy exits non-zero when any file had a finding; its log keeps only the findings.
 status=0
-run-clang-tidy-14 -quiet -p "$build_dir" -j "$jobs" "${sources[@]/#/$PWD/}" >"$build_dir/tidy.log" 2>&1 || status=$?
-grep -v -e '^Suppressed [0-9]* warnings' -e '^Use -header-filter' -e 'warnings\? generated' \
-  -e '^clang-tidy-14 .* -p=' -e '^[0-9]* warnings\? treated as error' "$build_dir/tidy.log" || true
+if [[ ${#unchecked[@]} -gt 0 ]]; then
+  run-clang-tidy-14 -quiet -p "$build_dir" -j "$jobs" "${unchecked[@]/#/$PWD/}" >"$build_dir/tidy.log" 2>&1 || status=$?
+  grep -v -e '^Suppressed [0-9]* warnings' -e '^Use -header-filter' -e 'warnings\? generated' \
+    -e '^clang-tidy-14 .* -p=' -e '^[0-9]* warnings\? treated as error' "$build_dir/tidy.log" || true
+fi
 [[ $status -eq 0 ]] || { echo "tidy: findings above (fix them, or disable a check in .clang-tidy with the reason)" >&2; exit 1; }
+if [[ ${#unchecked[@]} -gt 0 ]]; then python3 tools/tidy_cache.py passed "$build_dir" "${unchecked[@]}"; fi
 echo "tidy: no findings in ${#sources[@]} sources"
