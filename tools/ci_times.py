@@ -88,6 +88,15 @@ def merged_costs(paths, at_least_s=1.0):
     return costs
 
 
+def print_slowest(heading, unit, what, rows, top):
+    """rows: (seconds, name), sorted by time; prints their count, total and the `top` slowest."""
+    total = sum(seconds for seconds, _ in rows)
+    print(f"{heading}: {len(rows)} {unit}, {total:.0f} s {what + ' ' if what else ''}(summed over parallel jobs); "
+          f"the {min(top, len(rows))} slowest:")
+    for seconds, name in reversed(rows[-top:]):
+        print(f"  {seconds:8.1f} s  {name}")
+
+
 def main():
     parser = argparse.ArgumentParser(description="The slowest compile steps and tests of a CI stage.")
     parser.add_argument("what", choices=["build", "tests", "costs"],
@@ -112,11 +121,7 @@ def main():
         except OSError as error:
             print(f"ci_times: no build log in {args.path} ({error.strerror})")
             return 0
-        total = sum(seconds for seconds, _ in steps)
-        print(f"build {args.path}: {len(steps)} steps, {total:.0f} s of compile and link time "
-              f"(summed over parallel jobs); the {min(args.top, len(steps))} slowest:")
-        for seconds, output in reversed(steps[-args.top:]):
-            print(f"  {seconds:8.1f} s  {output}")
+        print_slowest(f"build {args.path}", "steps", "of compile and link time", steps, args.top)
         return 0
 
     try:
@@ -126,12 +131,7 @@ def main():
         print(f"ci_times: no test log {args.path} ({error.strerror})")
         return 0
     found = tests_from_ctest(text) or tests_from_catch(text)
-    found.sort()
-    total = sum(seconds for seconds, _ in found)
-    print(f"tests {args.path}: {len(found)} tests, {total:.0f} s (summed over parallel jobs); "
-          f"the {min(args.top, len(found))} slowest:")
-    for seconds, name in reversed(found[-args.top:]):
-        print(f"  {seconds:8.1f} s  {name}")
+    print_slowest(f"tests {args.path}", "tests", "", sorted(found), args.top)
     return 0
 
 
