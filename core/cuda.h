@@ -34,7 +34,8 @@ Stream cuda_stream(int device);
 
 /// Makes cuda:device the calling thread's current CUDA device for the guard's lifetime and restores
 /// the previous one afterwards: CUDA keeps a current device per host thread, and a runtime call made
-/// for one GPU (an event, a communicator's launch) goes to whichever device is current.
+/// for one GPU (an event, a communicator's launch) goes to whichever device is current. A thread that
+/// had no device yet keeps cuda:device: "restoring" cuda:0 would create a CUDA context on GPU 0.
 class CudaDeviceGuard {
  public:
   explicit CudaDeviceGuard(int device);  ///< makes cuda:device current

@@ -75,6 +75,10 @@ void DeviceWorker::loop() {
     const auto cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));  // a core count fits
     kernels::backend_for(DeviceKind::CPU).set_thread_count(std::max(1, cores / cpu_device_count()));
   }
+  // A GPU's worker makes its device current once, for good: its tasks' runtime calls then never
+  // create a context on another GPU (a thread with none would get one on cuda:0).
+  std::unique_ptr<CudaDeviceGuard> own_device;
+  if (device_.is_cuda()) own_device = std::make_unique<CudaDeviceGuard>(device_.index);
   for (;;) {
     std::function<void()> task;
     {

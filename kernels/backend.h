@@ -172,7 +172,7 @@ struct Backend {
   virtual int device_count() { return 0; }  ///< devices of this kind (none without a device runtime)
   virtual void synchronize(int device);     ///< waits for all work queued on the device's stream
   /// The device that the calling thread's runtime calls go to; makes `device` current and returns the
-  /// previous one (CUDA keeps a current device per host thread).
+  /// previous one (CUDA keeps a current device per host thread), or -1 when the thread had none.
   virtual int exchange_current_device(int device);
   /// Statistics of the device memory allocator, and a way to give its cached blocks back.
   virtual MemoryStats memory_stats(int device);

@@ -45,6 +45,9 @@ class DeviceRawMemory final : public RawMemory {
 class PinnedRawMemory final : public RawMemory {
  public:
   void* raw_alloc(int64_t nbytes, int) override {
+    // Portable pinned memory serves every device, but the call needs a context: on a thread with
+    // none, use a device that already has one rather than create one on cuda:0 (as PyTorch does).
+    CudaDeviceGuard guard(device_for_host_call());
     void* ptr = nullptr;
     const cudaError_t err = cudaHostAlloc(&ptr, static_cast<size_t>(nbytes), cudaHostAllocPortable);
     if (err == cudaErrorMemoryAllocation) {
@@ -54,7 +57,10 @@ class PinnedRawMemory final : public RawMemory {
     RINGGRAD_CUDA_CHECK(err);
     return ptr;
   }
-  void raw_free(void* ptr, int) override { RINGGRAD_CUDA_CHECK(cudaFreeHost(ptr)); }
+  void raw_free(void* ptr, int) override {
+    CudaDeviceGuard guard(device_for_host_call());
+    RINGGRAD_CUDA_CHECK(cudaFreeHost(ptr));
+  }
   // Users of a pinned buffer synchronise before freeing it (core/cuda.h), so there is nothing to wait for.
 };
 

@@ -4,6 +4,8 @@
 // Plain C++ against the CUDA runtime API: nothing here runs on the GPU, so nvcc is not needed.
 #include "kernels/cuda/runtime.h"
 
+#include <cuda.h>  // the driver's types only: its functions are reached through the runtime, so no -lcuda
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -30,6 +32,32 @@ int query_device_count() {
     case cudaErrorStubLibrary: (void)cudaGetLastError(); return 0;
     default: RINGGRAD_CUDA_CHECK(err); return 0;
   }
+}
+
+// The two driver functions that say where contexts are, which the runtime API does not: the runtime
+// answers cudaGetDevice with 0 on a thread that never chose a device, and cannot tell that thread from
+// one that chose cuda:0. Looked up once; null where the driver lacks them (then no context is assumed).
+struct DriverQueries {
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*primary_ctx_get_state)(CUdevice, unsigned*, int*) = nullptr;
+};
+
+const DriverQueries& driver_queries() {
+  static const DriverQueries queries = [] {
+    DriverQueries q;
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      q.ctx_get_current = reinterpret_cast<CUresult (*)(CUcontext*)>(fn);
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000, cudaEnableDefault, &found) ==
+            cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      q.primary_ctx_get_state = reinterpret_cast<CUresult (*)(CUdevice, unsigned*, int*)>(fn);
+    (void)cudaGetLastError();
+    return q;
+  }();
+  return queries;
 }
 
 // One slot per device, allocated once. The stream pointer is atomic so that the hot path
@@ -69,13 +97,36 @@ void check_device(int device, const char* op) {
                  n == 1 ? " GPU" : " GPUs", " visible), got cuda:", device);
 }
 
-CudaDeviceGuard::CudaDeviceGuard(int device) {
-  int current = -1;
-  RINGGRAD_CUDA_CHECK(cudaGetDevice(&current));
-  if (current != device) {
-    RINGGRAD_CUDA_CHECK(cudaSetDevice(device));
-    previous_ = current;
+int current_context_device() {
+  const DriverQueries& q = driver_queries();
+  CUcontext context = nullptr;
+  if (q.ctx_get_current == nullptr || q.ctx_get_current(&context) != CUDA_SUCCESS || context == nullptr) return -1;
+  int device = -1;
+  RINGGRAD_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+int device_for_host_call() {
+  const int current = current_context_device();
+  if (current >= 0) return current;
+  const DriverQueries& q = driver_queries();
+  for (int d = 0; d < device_count() && q.primary_ctx_get_state != nullptr; ++d) {
+    unsigned flags = 0;
+    int active = 0;
+    if (q.primary_ctx_get_state(d, &flags, &active) == CUDA_SUCCESS && active) return d;
   }
+  return 0;
+}
+
+int exchange_device(int device) {
+  const int previous = current_context_device();
+  if (previous != device) RINGGRAD_CUDA_CHECK(cudaSetDevice(device));
+  return previous;
+}
+
+CudaDeviceGuard::CudaDeviceGuard(int device) {
+  const int previous = exchange_device(device);
+  if (previous != device) previous_ = previous;  // -1 (no context before): the thread keeps `device`
 }
 
 CudaDeviceGuard::~CudaDeviceGuard() {
@@ -176,10 +227,7 @@ void CudaBackend::synchronize(int device) {
 
 int CudaBackend::exchange_current_device(int device) {
   cuda::check_device(device, "CudaDeviceGuard");
-  int previous = 0;
-  RINGGRAD_CUDA_CHECK(cudaGetDevice(&previous));
-  if (previous != device) RINGGRAD_CUDA_CHECK(cudaSetDevice(device));
-  return previous;
+  return cuda::exchange_device(device);
 }
 
 }  // namespace kernels

@@ -6,6 +6,12 @@
 // from device workers), so each backend call makes the device of its stream current and restores the
 // previous one afterwards, instead of trusting whatever the thread last set.
 //
+// What it never restores is "no device": a thread that has no context yet (a rank's main thread
+// before its first GPU call, a communication thread, a watchdog) reads as cuda:0 through
+// cudaGetDevice, and making cuda:0 current again would create a primary context there -- about
+// 0.5 GiB of GPU 0 in every process of a job, and a failure on a GPU in exclusive-process mode. Such
+// a thread keeps the guard's device afterwards, as it would after cudaSetDevice.
+//
 // Why one stream per device: work on one stream runs in order, which is what makes the caching
 // allocator's reuse safe (core/base/caching_allocator.h) and copies correctly ordered after the kernels
 // that produce their source. It is created with cudaStreamNonBlocking so it never waits for, or
@@ -27,7 +33,18 @@ int device_count();
 // Throws ringgrad::Error naming `op` unless 0 <= device < device_count().
 void check_device(int device, const char* op);
 
-// Makes `device` current for the guard's lifetime; restores the previous device afterwards.
+// The device whose context is current on the calling thread, or -1 when none is (asked of the
+// driver: the runtime cannot tell "none" from cuda:0).
+int current_context_device();
+// A device to make host-side runtime calls on (cudaHostAlloc) without creating a context: the
+// thread's, else the first that has a primary context in this process, else cuda:0.
+int device_for_host_call();
+// Makes `device` current (creating its primary context if needed) and returns the device whose
+// context was current before, or -1 when none was.
+int exchange_device(int device);
+
+// Makes `device` current for the guard's lifetime; restores the previous device afterwards, unless
+// the thread had none (then it keeps `device`).
 class CudaDeviceGuard {
  public:
   explicit CudaDeviceGuard(int device);

@@ -198,11 +198,11 @@ void NcclShared::fail(const std::string& message, NcclWork* failed) {
     // Stops NCCL's kernels, so the NCCL stream drains and the compute stream, which waits for it,
     // goes on (with whatever the aborted collectives left in their buffers), and frees the
     // communicator. Best effort: there is nothing left to do if the abort itself fails.
-    int previous = -1;
-    const bool switched =
-        cudaGetDevice(&previous) == cudaSuccess && previous != device && cudaSetDevice(device) == cudaSuccess;
-    (void)ncclCommAbort(comm);
-    if (switched) (void)cudaSetDevice(previous);
+    try {
+      CudaDeviceGuard guard(device);
+      (void)ncclCommAbort(comm);
+    } catch (const std::exception&) {
+    }
     comm = nullptr;
   }
   if (broken.empty()) broken = message;
@@ -282,6 +282,10 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
                  " ranks needs a store to pass NCCL's unique id through, got none");
   NcclShared& s = *shared_;
   const Clock::time_point deadline = Clock::now() + timeout;
+  // This rank's GPU from here on, for NCCL's own CUDA calls too (ncclGetUniqueId initialises CUDA):
+  // NCCL binds the communicator to the device current at creation, and nothing here may create a
+  // context on another GPU.
+  CudaDeviceGuard guard(local_rank);
 
   // The unique id: made by rank 0, read by the others (the store's get() waits for it). One key per
   // store: init_process_group gives every group a store of its own.
@@ -299,8 +303,6 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
     std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
   }
 
-  // NCCL binds the communicator to the device current at creation.
-  CudaDeviceGuard guard(local_rank);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   try {
@@ -372,6 +374,7 @@ NcclProcessGroup::~NcclProcessGroup() {
 }
 
 void NcclProcessGroup::watchdog_loop() {
+  CudaDeviceGuard own_device(shared_->device);  // for the thread's life: its CUDA calls are for this GPU only
   std::unique_lock<std::mutex> lock(watchdog_mutex_);
   while (!watchdog_wake_.wait_for(lock, kWatchdogPeriodMs, [this] { return stopping_; })) {
     lock.unlock();

@@ -8,7 +8,12 @@
 // Label `cuda`: these tests FAIL without a GPU (a skipped GPU test reads as a passed one).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ringgrad/core/base/fp16.h>
@@ -25,6 +30,30 @@ TEST_CASE("ddp on cuda:0: 2 processes over the ring reproduce one process on the
   ringgrad::test::require_gpu();
   // float32 only: the CUDA backend has no float64 GEMM.
   const JobResult job = spawn_ranks(2, RINGGRAD_DDP_WORKER_PATH, {"train", "device=cuda", "dtype=f32", "cap=0"});
+  INFO(all_output(job));
+  CHECK_FALSE(job.timed_out);
+  for (const auto& r : job.ranks) {
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find(": ok") != std::string::npos);
+  }
+}
+
+// Each rank on its own GPU, as a real job runs. On the emulator, RINGGRAD_EMU_EXCLUSIVE gives each
+// device to one process (exclusive-process compute mode): a rank that creates a CUDA context on any
+// GPU but its own -- a device guard "restoring" cuda:0 on a thread that never chose one, pinned
+// memory allocated with no device current -- fails there with cudaErrorDevicesUnavailable, as it
+// would on such a GPU. (A real GPU ignores the variable; the test then checks the training.)
+TEST_CASE("ddp on cuda:LOCAL_RANK: 2 processes, one GPU each, reproduce one process and touch only their GPU",
+          "[ddp][cuda][multi-gpu]") {
+  ringgrad::test::require_gpus(2);
+  const std::string exclusive = "ddp-local-" + std::to_string(::getpid());
+  const JobResult job = spawn_ranks(2, RINGGRAD_DDP_WORKER_PATH, {"train", "device=cuda-local", "dtype=f32", "cap=0"},
+                                    {{"RINGGRAD_EMU_EXCLUSIVE", exclusive}});
+  const char* tmp = std::getenv("TMPDIR");
+  for (int d = 0; d < 16; ++d)  // the emulator's lock files, one per device a rank took
+    std::remove((std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ringgrad-emu-" + exclusive + "-cuda" +
+                 std::to_string(d) + ".lock")
+                    .c_str());
   INFO(all_output(job));
   CHECK_FALSE(job.timed_out);
   for (const auto& r : job.ranks) {

@@ -2,11 +2,13 @@
 // do, its schedules are the ones asked for, and its runtime refuses what a GPU's would.
 #include <catch2/catch.hpp>
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -134,4 +136,41 @@ TEST_CASE("cuda emulator: every device is an H200", "[cuda-emu]") {
   CHECK(prop.major == 9);
   CHECK(cudaGetDeviceProperties(&prop, count) == cudaErrorInvalidDevice);
   (void)cudaGetLastError();
+}
+
+TEST_CASE("cuda emulator: contexts are made as CUDA 12 makes them, per host thread", "[cuda-emu]") {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  REQUIRE(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess);
+  REQUIRE(found == cudaDriverEntryPointSuccess);
+  const auto ctx_get_current = reinterpret_cast<CUresult (*)(CUcontext*)>(fn);
+  auto has_context = [&] {
+    CUcontext c = nullptr;
+    REQUIRE(ctx_get_current(&c) == CUDA_SUCCESS);
+    return c != nullptr;
+  };
+  std::thread([&] {
+    int device = -1;
+    CHECK_FALSE(has_context());
+    CHECK(cudaGetDevice(&device) == cudaSuccess);  // asking makes none
+    CHECK(device == 0);
+    CHECK_FALSE(has_context());
+    CHECK(cudaSetDevice(1) == cudaSuccess);  // CUDA 12: setting makes the primary context current
+    CHECK(has_context());
+  }).join();
+  std::thread([&] {
+    void* p = nullptr;
+    CHECK(cudaMalloc(&p, 16) == cudaSuccess);  // a call that needs a context makes one on cuda:0
+    CHECK(has_context());
+    int device = -1;
+    CHECK(cudaGetDevice(&device) == cudaSuccess);
+    CHECK(device == 0);
+    CHECK(cudaFree(p) == cudaSuccess);
+  }).join();
+  const std::vector<int> devices = cuda_emu::context_devices();
+  CHECK(std::find(devices.begin(), devices.end(), 0) != devices.end());
+  CHECK(std::find(devices.begin(), devices.end(), 1) != devices.end());
+  CHECK(cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess);
+  CHECK(found == cudaDriverEntryPointSymbolNotFound);
+  CHECK(fn == nullptr);
 }

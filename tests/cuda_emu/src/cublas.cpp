@@ -32,6 +32,7 @@ bool device_matrix(const float* p, int rows, int cols, int ld, long long stride,
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle) {
   if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (cuda_emu::use_context("cublasCreate") != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
   *handle = new cublasContext{nullptr, CUBLAS_DEFAULT_MATH, cuda_emu::current_device()};
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -43,6 +43,7 @@ char locate(const void* p, size_t n) {
 }
 
 cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* call) {
+  if (const cudaError_t e = use_context(call); e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr)
     return fail(cudaErrorInvalidValue, std::string(call) + " of " + std::to_string(n) + " bytes from " + describe(src) +
@@ -61,9 +62,10 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
   return cudaSuccess;
 }
 
-cudaError_t allocate(void** ptr, size_t bytes, int device) {
+cudaError_t allocate(void** ptr, size_t bytes, int device, const char* call) {
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
+  if (const cudaError_t e = use_context(call); e != cudaSuccess) return e;
   if (bytes == 0) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lock(g_memory_mutex);
@@ -82,6 +84,7 @@ cudaError_t allocate(void** ptr, size_t bytes, int device) {
 }
 
 cudaError_t release(void* ptr, bool pinned, const char* call) {
+  if (const cudaError_t e = use_context(call); e != cudaSuccess) return e;  // cudaFree(0) too: CUDA's idiom
   if (ptr == nullptr) return cudaSuccess;
   std::unique_lock<std::mutex> lock(g_memory_mutex);
   const auto it = g_regions.find(reinterpret_cast<uintptr_t>(ptr));
@@ -120,17 +123,18 @@ bool is_registered(const void* ptr) {
 
 using namespace cuda_emu;
 
-cudaError_t cudaMalloc(void** ptr, size_t bytes) { return allocate(ptr, bytes, current_device()); }
+cudaError_t cudaMalloc(void** ptr, size_t bytes) { return allocate(ptr, bytes, current_device(), "cudaMalloc"); }
 cudaError_t cudaFree(void* ptr) { return release(ptr, false, "cudaFree"); }
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned flags) {
   if (flags & ~cudaHostAllocPortable) return fail(cudaErrorInvalidValue, "cudaHostAlloc: flags not emulated");
-  return allocate(ptr, bytes, -1);
+  return allocate(ptr, bytes, -1, "cudaHostAlloc");
 }
-cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return allocate(ptr, bytes, -1); }
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return allocate(ptr, bytes, -1, "cudaMallocHost"); }
 cudaError_t cudaFreeHost(void* ptr) { return release(ptr, true, "cudaFreeHost"); }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (free_bytes == nullptr || total_bytes == nullptr) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = use_context("cudaMemGetInfo"); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   *total_bytes = kDeviceCapacity;
   *free_bytes = kDeviceCapacity - g_device_bytes[current_device()];
@@ -167,6 +171,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
                                 cudaStream_t stream) {
   int device = 0;
+  if (const cudaError_t e = use_context("cudaMemcpyPeerAsync"); e != cudaSuccess) return e;
   if (!stream_device(stream, &device)) return fail(cudaErrorInvalidResourceHandle);
   if (bytes == 0) return cudaSuccess;
   Region d, s;
@@ -183,6 +188,7 @@ cudaError_t cudaMemset(void* ptr, int value, size_t bytes) { return cudaMemsetAs
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   int device = 0;
+  if (const cudaError_t e = use_context("cudaMemsetAsync"); e != cudaSuccess) return e;
   if (!stream_device(stream, &device)) return fail(cudaErrorInvalidResourceHandle);
   if (bytes == 0) return cudaSuccess;
   Region r;

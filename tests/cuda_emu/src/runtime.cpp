@@ -1,16 +1,35 @@
-// tests/cuda_emu/src/runtime.cpp: errors, devices, streams and events of the emulated runtime.
+// tests/cuda_emu/src/runtime.cpp: errors, devices, contexts, streams and events of the emulated runtime.
+//
+// Contexts as CUDA 12 makes them: cudaSetDevice creates the device's primary context (if the process
+// has none there yet) and makes it current; any other call that needs one, on a thread with none
+// current, creates it on the thread's current device -- cuda:0 for a thread that never chose. That
+// second way is how a program ends up with an unintended 0.5 GiB context on GPU 0 in every process;
+// the emulator records each context, and with RINGGRAD_EMU_EXCLUSIVE=NAME it holds each device for
+// one process at a time (a lock file per device, released when the process ends, however it ends),
+// as a GPU in exclusive-process compute mode does: the second process gets cudaErrorDevicesUnavailable.
 //
 // Every stream runs its work when it is queued, so "queued" and "done" coincide: synchronising is
 // free, an event is complete as soon as it is recorded, and a stream waiting for an event has
 // nothing to wait for. What is still checked is what a GPU checks: handles that exist, a stream
 // and an event of the same device, timing only on events created with timing.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
+#include <cuda.h>
+
+#include "cuda_emu/control.h"
 #include "cuda_emu/runtime_api.h"
 #include "state.h"
 
@@ -31,6 +50,10 @@ namespace {
 
 thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local int t_current_device = 0;
+thread_local int t_context_device = -1;  // the device whose context is current here; -1: none yet
+
+std::set<int> g_context_devices;  // guarded by g_handles_mutex
+CUctx_st* g_context_handles[16];  // only compared with null: cuCtxGetCurrent's answer per device
 
 std::mutex g_handles_mutex;
 std::set<const CUstream_st*> g_streams;
@@ -49,7 +72,53 @@ bool live_event(cudaEvent_t e) {
 
 bool valid_device(int device) { return device >= 0 && device < device_count(); }
 
+// RINGGRAD_EMU_EXCLUSIVE=NAME: takes cuda:device for this process, or says who cannot have it.
+bool take_exclusive(int device, std::string* why) {
+  const char* name = std::getenv("RINGGRAD_EMU_EXCLUSIVE");
+  if (name == nullptr || *name == '\0') return true;
+  std::string safe(name);
+  for (char& c : safe)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ringgrad-emu-" + safe +
+                           "-cuda" + std::to_string(device) + ".lock";
+  // Never closed: the lock is the process's until it ends.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) fatal("RINGGRAD_EMU_EXCLUSIVE: cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+  ::close(fd);
+  *why = "cuda:" + std::to_string(device) +
+         " already has a context in another process, and RINGGRAD_EMU_EXCLUSIVE=" + name +
+         " gives each device to one process (exclusive-process compute mode)";
+  return false;
+}
+
+// Makes `device`'s primary context current on this thread, creating it if the process has none there.
+cudaError_t make_context_current(int device, const char* call) {
+  std::unique_lock<std::mutex> lock(g_handles_mutex);
+  if (g_context_devices.count(device) == 0) {
+    std::string why;
+    if (!take_exclusive(device, &why)) {
+      lock.unlock();
+      return fail(cudaErrorDevicesUnavailable, std::string(call) + ": " + why);
+    }
+    g_context_devices.insert(device);
+  }
+  t_context_device = device;
+  return cudaSuccess;
+}
+
 }  // namespace
+
+cudaError_t use_context(const char* call) {
+  if (t_context_device >= 0) return cudaSuccess;
+  return make_context_current(t_current_device, call);
+}
+
+std::vector<int> context_devices() {
+  std::lock_guard<std::mutex> lock(g_handles_mutex);
+  return std::vector<int>(g_context_devices.begin(), g_context_devices.end());
+}
 
 void fatal(const std::string& what) {
   std::fprintf(stderr, "ringgrad CUDA emulator: %s\n", what.c_str());
@@ -124,6 +193,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     CUDA_EMU_NAME(cudaErrorInvalidMemcpyDirection)
     CUDA_EMU_NAME(cudaErrorStubLibrary)
     CUDA_EMU_NAME(cudaErrorInsufficientDriver)
+    CUDA_EMU_NAME(cudaErrorDevicesUnavailable)
     CUDA_EMU_NAME(cudaErrorNoDevice)
     CUDA_EMU_NAME(cudaErrorInvalidDevice)
     CUDA_EMU_NAME(cudaErrorInvalidResourceHandle)
@@ -146,6 +216,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorDevicesUnavailable: return "CUDA-capable device(s) is/are busy or unavailable";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
@@ -180,7 +251,36 @@ cudaError_t cudaGetDevice(int* device) {
 
 cudaError_t cudaSetDevice(int device) {
   if (!valid_device(device)) return fail(cudaErrorInvalidDevice, "cudaSetDevice(" + std::to_string(device) + ")");
+  if (const cudaError_t e = make_context_current(device, "cudaSetDevice"); e != cudaSuccess) return e;
   t_current_device = device;
+  return cudaSuccess;
+}
+
+// ---- the driver functions ringgrad asks for -----------------------------------------------------------
+namespace {
+CUresult emu_cuCtxGetCurrent(CUcontext* context) {
+  if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *context = t_context_device >= 0 ? reinterpret_cast<CUcontext>(&g_context_handles[t_context_device]) : nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult emu_cuDevicePrimaryCtxGetState(CUdevice device, unsigned* flags, int* active) {
+  if (flags == nullptr || active == nullptr || !valid_device(device)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_handles_mutex);
+  *flags = 0;
+  *active = g_context_devices.count(device) != 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function, unsigned, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult* status) {
+  if (symbol == nullptr || function == nullptr || flags != cudaEnableDefault) return fail(cudaErrorInvalidValue);
+  const std::string name(symbol);
+  *function = name == "cuCtxGetCurrent"              ? reinterpret_cast<void*>(&emu_cuCtxGetCurrent)
+              : name == "cuDevicePrimaryCtxGetState" ? reinterpret_cast<void*>(&emu_cuDevicePrimaryCtxGetState)
+                                                     : nullptr;
+  if (status != nullptr)
+    *status = *function != nullptr ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
 
@@ -220,7 +320,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
   return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() { return use_context("cudaDeviceSynchronize"); }
 
 cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device) {
   if (can_access == nullptr || !valid_device(device) || !valid_device(peer_device)) return fail(cudaErrorInvalidDevice);
@@ -231,6 +331,7 @@ cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device
 cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
   if (flags != 0) return fail(cudaErrorInvalidValue);
   if (!valid_device(peer_device) || peer_device == t_current_device) return fail(cudaErrorInvalidDevice);
+  if (const cudaError_t e = use_context("cudaDeviceEnablePeerAccess"); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   if (!g_peers.insert({t_current_device, peer_device}).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
   return cudaSuccess;
@@ -241,6 +342,7 @@ cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWith
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = use_context("cudaStreamCreate"); e != cudaSuccess) return e;
   auto* s = new CUstream_st{t_current_device, flags};
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   g_streams.insert(s);
@@ -256,6 +358,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (const cudaError_t e = use_context("cudaStreamSynchronize"); e != cudaSuccess) return e;
   int device = 0;
   return stream_device(stream, &device) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
@@ -263,6 +366,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
+  if (const cudaError_t e = use_context("cudaStreamWaitEvent"); e != cudaSuccess) return e;
   int device = 0;
   if (!stream_device(stream, &device) || !live_event(event)) return fail(cudaErrorInvalidResourceHandle);
   return flags == 0 ? cudaSuccess : fail(cudaErrorInvalidValue);
@@ -274,6 +378,7 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlag
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
   if (event == nullptr || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming)) != 0)
     return fail(cudaErrorInvalidValue);
+  if (const cudaError_t e = use_context("cudaEventCreate"); e != cudaSuccess) return e;
   auto* e = new CUevent_st{t_current_device, flags, false, 0.0};
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   g_events.insert(e);
@@ -289,6 +394,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (const cudaError_t e = use_context("cudaEventRecord"); e != cudaSuccess) return e;
   int device = 0;
   if (!live_event(event) || !stream_device(stream, &device)) return fail(cudaErrorInvalidResourceHandle);
   if (device != event->device)
@@ -300,6 +406,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (const cudaError_t e = use_context("cudaEventQuery"); e != cudaSuccess) return e;
   return live_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 

@@ -354,6 +354,7 @@ void run_grid(const Launch& l, void (*run_thread)(void*), void* closure) {
     fail(cudaErrorInvalidConfiguration, "launch of '" + std::string(l.kernel) + "': " + why);
     return;
   }
+  if (use_context(l.kernel) != cudaSuccess) return;
   int device = -1;
   if (!stream_device(l.stream, &device)) {
     fail(cudaErrorInvalidResourceHandle, "launch of '" + std::string(l.kernel) + "' on a stream that does not exist");

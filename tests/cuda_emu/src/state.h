@@ -21,6 +21,9 @@ cudaError_t fail(cudaError_t error, const std::string& why);
 
 int device_count();
 int current_device();
+// Makes sure this thread has a current context (creating one on its current device, as the CUDA
+// runtime does lazily); every call that needs one calls this first. Returns the error to return.
+cudaError_t use_context(const char* call);
 bool peer_access_enabled(int from_device, int to_device);
 
 // Whether `stream` is null (the legacy stream of the current device) or a live stream; its device.

@@ -84,8 +84,12 @@ int train(parallel::ProcessGroup& pg) {
   auto opt_ref = make_optimizer(arg("opt", "sgd"), reference->parameters());
   auto model = make_model(42 + pg.rank(), dtype);  // different on every rank until DDP broadcasts
   // device=cuda: the DDP replica and its shards on the GPU (every rank on cuda:0 -- the ring backend
-  // stages through pinned host memory; NCCL would refuse two ranks on one GPU).
-  const Device device = arg("device", "cpu") == "cuda" ? Device::cuda(0) : Device::cpu();
+  // stages through pinned host memory; NCCL would refuse two ranks on one GPU). device=cuda-local:
+  // each rank on its own GPU, cuda:LOCAL_RANK, as a real job runs.
+  const std::string where = arg("device", "cpu");
+  const Device device = where == "cuda"         ? Device::cuda(0)
+                        : where == "cuda-local" ? Device::cuda(std::stoi(std::getenv("LOCAL_RANK")))
+                                                : Device::cpu();
   model->to(device);
   parallel::DistributedDataParallel<nn::MLP> ddp(model, std::shared_ptr<parallel::ProcessGroup>(&pg, [](auto*) {}),
                                                  ddp_options());

@@ -7,10 +7,13 @@
 //       the same phase -- gives a different answer in different orders.
 //   RINGGRAD_EMU_DEVICES   how many emulated H200s (default 2, at most 16)
 //   RINGGRAD_EMU_STACK_KB  stack per emulated thread (default 256)
+//   RINGGRAD_EMU_EXCLUSIVE NAME: each device has contexts of one process at a time (lock files
+//       $TMPDIR/ringgrad-emu-NAME-cudaN.lock), as in exclusive-process compute mode
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cuda_emu {
 
@@ -31,5 +34,8 @@ Schedule schedule();
 
 // Kernel launches so far, all host threads together.
 uint64_t launch_count();
+
+// The devices this process has created a context on, in increasing order.
+std::vector<int> context_devices();
 
 }  // namespace cuda_emu

@@ -7,7 +7,11 @@
 //   - device memory is exactly sized host memory, kept in a registry, so copies are checked for
 //     direction and bounds, and AddressSanitizer sees every byte past the end of an allocation;
 //   - streams run their work at once, in the order it is queued (the emulator checks kernels'
-//     logic, not asynchronous ordering); events are points in that order.
+//     logic, not asynchronous ordering); events are points in that order;
+//   - contexts are created as CUDA 12 creates them: by cudaSetDevice, or by the first call that
+//     needs one on a thread that has none (on the thread's current device, cuda:0 unless set). The
+//     emulator records them (cuda_emu/control.h), and RINGGRAD_EMU_EXCLUSIVE gives each device to
+//     one process only, as the exclusive-process compute mode does.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +29,7 @@ enum cudaError {
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorStubLibrary = 34,
   cudaErrorInsufficientDriver = 35,
+  cudaErrorDevicesUnavailable = 46,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
@@ -99,6 +104,13 @@ constexpr unsigned cudaEventBlockingSync = 0x1;
 constexpr unsigned cudaEventDisableTiming = 0x2;
 constexpr unsigned cudaHostAllocDefault = 0x0;
 constexpr unsigned cudaHostAllocPortable = 0x1;
+constexpr unsigned long long cudaEnableDefault = 0x0;
+
+enum cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2,
+};
 
 // ---- the API ----------------------------------------------------------------------------------------
 cudaError_t cudaGetLastError();
@@ -107,6 +119,11 @@ const char* cudaGetErrorName(cudaError_t error);
 const char* cudaGetErrorString(cudaError_t error);
 cudaError_t cudaRuntimeGetVersion(int* version);
 cudaError_t cudaDriverGetVersion(int* version);
+// The driver functions the emulator answers (<cuda.h> declares their types): cuCtxGetCurrent and
+// cuDevicePrimaryCtxGetState.
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function, unsigned cuda_version,
+                                             unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult* status = nullptr);
 
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDevice(int* device);
