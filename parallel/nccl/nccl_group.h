@@ -120,8 +120,9 @@ class NcclProcessGroup final : public ProcessGroup {
 
  private:
   // The one path every collective takes: ready event, NCCL call(s), completion event, Work.
-  // `before` and `after` queue work on the compute stream around the collective (copies into and
-  // out of scratch); `call` issues the NCCL call(s) on the NCCL stream.
+  // `before` queues work on the compute stream ahead of the collective (copies into scratch);
+  // `call` issues the NCCL call(s) on the NCCL stream, and `after(stream)` what follows them there
+  // (copies out of scratch), before the completion event.
   template <typename Before, typename Call, typename After>
   std::shared_ptr<Work> launch(const std::string& description, std::vector<Tensor> keep_alive, Before before, Call call,
                                After after);
@@ -130,8 +131,8 @@ class NcclProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<NcclShared> shared_;
   Tensor barrier_buffer_;  // one float on the device: barrier() all-reduces it
-  // The watchdog polls the Works in flight, so a collective nobody waits for still times out and
-  // aborts -- otherwise a dead peer would hang the compute stream, which waits for every collective.
+  // The watchdog polls the Works in flight, so a collective nobody waits for still times out, aborts
+  // and releases its tensors -- otherwise a dead peer would hold them, and the NCCL stream, forever.
   std::mutex watchdog_mutex_;
   std::condition_variable watchdog_wake_;
   bool stopping_ = false;

@@ -13,19 +13,28 @@
 // for the slowest rank; on its own stream it runs while backward goes on, which is what DDP's
 // bucketing is for: communication overlapping computation.
 //
-// Events order the two streams without the host ever waiting:
+// One event orders the collective after the kernels that produced its input; another marks its end:
 //
-//   compute stream:  ... kernels writing t ... [ready] ------------------ wait(done) ... t * 2 ...
-//                                                  \                      ^
-//   NCCL stream:                      wait(ready) -> ncclAllReduce(t) -> [done]
+//   compute stream:  ... kernels writing t ... [ready] ... backward goes on ... (Work::wait) t * 2 ...
+//                                                  \                             ^
+//   NCCL stream:                      wait(ready) -> ncclAllReduce(t) -> [done] --'
 //
 // `ready` is recorded on the compute stream at launch, so NCCL reads t only after the kernels that
-// wrote it; `done` is recorded on the NCCL stream after the collective, and the compute stream
-// waits for it, so every kernel queued after the launch sees the result. The caller can go on
-// queueing kernels at once; only a host read (item(), to_vector()) waits, as it always does. The
-// same wait also keeps the caching allocator safe: a tensor freed after the launch returns to the
-// compute stream's pool, and whatever reuses it is queued after `done`. The Work holds the tensors
-// anyway until the collective is done, so a reader need not know that argument.
+// wrote it. The compute stream does NOT wait for `done`: kernels queued after the launch (the rest
+// of backward, in DDP) run while the collective does -- the overlap DDP's buckets exist for. As with
+// PyTorch's async collectives, the result is the caller's only after Work::wait() (or once
+// is_completed() says so): wait() returns when the host has seen `done`, so everything queued after
+// it runs after the collective. What a collective writes besides its output (all_gather's copies out
+// of its scratch buffer) runs on the NCCL stream before `done`, for the same reason.
+//
+// Memory: the Work holds every tensor the NCCL stream reads or writes (inputs, outputs, scratch)
+// until the host has seen `done`, so the caching allocator cannot hand their blocks to other work
+// meanwhile -- not to a later kernel of the compute stream (which no longer waits for the NCCL
+// stream), and not to empty_cache() or the out-of-memory retry, which only see free blocks. Once
+// released, a block returns to the compute stream's pool after the collective has finished: the
+// same guarantee as PyTorch's record_stream, kept by ownership instead of by events. A caller that
+// drops its handles right after the launch is therefore safe, and so is a Work nobody waits for
+// (the watchdog releases it).
 //
 // Non-blocking communicators, so that nothing hangs. With the default (blocking) communicator, a
 // call into NCCL can block inside NCCL -- creating the communicator waits for every rank, and a
@@ -34,8 +43,8 @@
 // background; ringgrad polls ncclCommGetAsyncError with the group's deadline, and when the deadline
 // passes (or NCCL reports an error) calls ncclCommAbort, which stops NCCL's kernels and frees the
 // communicator. The same polling watches every collective until its `done` event has happened: in
-// wait(), and in a watchdog thread for collectives nobody waits for (the compute stream waits for
-// them, so a stuck one would otherwise hang the next host read). After an abort the group is
+// wait(), and in a watchdog thread for collectives nobody waits for (a stuck one would otherwise hold
+// its tensors, and the NCCL stream, for ever). After an abort the group is
 // broken: every later collective throws at once with the first failure, as the ring backend does.
 #include "parallel/nccl/nccl_process_group.h"
 
@@ -195,9 +204,9 @@ bool NcclShared::poll_all() {
 
 void NcclShared::fail(const std::string& message, NcclWork* failed) {
   if (comm != nullptr) {
-    // Stops NCCL's kernels, so the NCCL stream drains and the compute stream, which waits for it,
-    // goes on (with whatever the aborted collectives left in their buffers), and frees the
-    // communicator. Best effort: there is nothing left to do if the abort itself fails.
+    // Stops NCCL's kernels, so the NCCL stream drains (the aborted collectives leave whatever they
+    // left in their buffers), and frees the communicator. Best effort: there is nothing left to do if the abort itself
+    // fails.
     try {
       CudaDeviceGuard guard(device);
       (void)ncclCommAbort(comm);
@@ -422,9 +431,8 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
     s.fail(message, work.get());
     throw Error(message);
   }
+  after(s.stream);  // on the NCCL stream, after the collective
   RINGGRAD_CUDA_CHECK(cudaEventRecord(work->done_event_, s.stream));
-  RINGGRAD_CUDA_CHECK(cudaStreamWaitEvent(compute, work->done_event_, 0));
-  after();  // on the compute stream, after the collective
   s.in_flight.push_back(work);
   return work;
 }
@@ -438,6 +446,7 @@ std::shared_ptr<Work> nothing_to_do(const std::string& description) {
   return work;
 }
 void nothing() {}
+void nothing_after(cudaStream_t) {}
 }  // namespace
 
 std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
@@ -452,7 +461,7 @@ std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& tensor, ReduceO
         return RINGGRAD_NCCL_CHECK(
             place, ncclAllReduce(tensor.data(), tensor.data(), count, type, nccl_op(op), place.comm, stream));
       },
-      nothing);
+      nothing_after);
 }
 
 std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -467,7 +476,7 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& tensor, int root
         return RINGGRAD_NCCL_CHECK(
             place, ncclBroadcast(tensor.data(), tensor.data(), bytes_of(tensor), ncclUint8, root, place.comm, stream));
       },
-      nothing);
+      nothing_after);
 }
 
 // One ncclAllGather into a scratch buffer holding the ranks' inputs one after another, then a copy
@@ -499,9 +508,12 @@ std::shared_ptr<Work> NcclProcessGroup::all_gather(const std::vector<Tensor>& ou
         return RINGGRAD_NCCL_CHECK(
             place, ncclAllGather(input.data(), scratch.data(), bytes_of(input), ncclUint8, place.comm, stream));
       },
-      [&] {
+      [&](cudaStream_t stream) {  // the outputs are contiguous (checked): plain copies, on the NCCL stream
+        const size_t bytes = bytes_of(input);
         for (int r = 0; r < size_; ++r)
-          outputs[static_cast<size_t>(r)].copy_(scratch.narrow(0, r * n, n).view(input.shape()));
+          RINGGRAD_CUDA_CHECK(cudaMemcpyAsync(outputs[static_cast<size_t>(r)].data(),
+                                              static_cast<const char*>(scratch.data()) + static_cast<size_t>(r) * bytes,
+                                              bytes, cudaMemcpyDeviceToDevice, stream));
       });
 }
 
@@ -535,7 +547,7 @@ std::shared_ptr<Work> NcclProcessGroup::reduce_scatter(const Tensor& output, con
         return RINGGRAD_NCCL_CHECK(place, ncclReduceScatter(scratch.data(), output.data(), static_cast<size_t>(n), type,
                                                             nccl_op(op), place.comm, stream));
       },
-      nothing);
+      nothing_after);
 }
 
 // A one-element all-reduce: no rank's collective completes before every rank has joined it.
@@ -547,7 +559,7 @@ std::shared_ptr<Work> NcclProcessGroup::barrier() {
         return RINGGRAD_NCCL_CHECK(
             place, ncclAllReduce(buffer.data(), buffer.data(), 1, ncclFloat32, ncclSum, place.comm, stream));
       },
-      nothing);
+      nothing_after);
 }
 
 }  // namespace parallel

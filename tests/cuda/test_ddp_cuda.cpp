@@ -62,6 +62,44 @@ TEST_CASE("ddp on cuda:LOCAL_RANK: 2 processes, one GPU each, reproduce one proc
   }
 }
 
+namespace {
+// DDP over backend "nccl": `ranks` processes, one GPU each (cuda:LOCAL_RANK), against one process on
+// the global batch. The emulator stands in for NCCL there and gets as many emulated GPUs as ranks.
+void ddp_on_nccl(int ranks, const std::vector<std::string>& extra_args) {
+  std::vector<std::pair<std::string, std::string>> env = {{"BACKEND", "nccl"}};
+#ifdef RINGGRAD_CUDA_EMU
+  env.emplace_back("RINGGRAD_EMU_DEVICES", std::to_string(ranks));
+#else
+  ringgrad::test::require_gpus(ranks);
+#endif
+  std::vector<std::string> args = {"train", "device=cuda-local", "dtype=f32", "cap=0"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  const JobResult job = spawn_ranks(ranks, RINGGRAD_DDP_WORKER_PATH, args, env);
+  INFO(all_output(job));
+  CHECK_FALSE(job.timed_out);
+  for (const auto& r : job.ranks) {
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find(": ok") != std::string::npos);
+  }
+}
+}  // namespace
+
+TEST_CASE("ddp on nccl: 2 processes, one GPU each, reproduce one process", "[ddp][nccl][cuda][multi-gpu]") {
+  ringgrad::test::require_gpus(2);
+  ddp_on_nccl(2, {});
+}
+
+TEST_CASE("ddp on nccl: 4 processes, a bucket per tensor, reproduce one process", "[ddp][nccl][cuda][multi-gpu]") {
+  ringgrad::test::require_gpus(2);  // and 4 on a real machine (ddp_on_nccl)
+  ddp_on_nccl(4, {});
+}
+
+TEST_CASE("ddp on nccl: 2 processes with the fp16 hook train within float16's rounding",
+          "[ddp][nccl][cuda][multi-gpu]") {
+  ringgrad::test::require_gpus(2);
+  ddp_on_nccl(2, {"hook=fp16"});
+}
+
 TEST_CASE("ddp on cuda:0: the fp16 hook rounds a CUDA bucket as the host does", "[ddp][cuda]") {
   ringgrad::test::require_gpu();
   using namespace ringgrad;

@@ -178,7 +178,7 @@ TEST_CASE("nccl: a Work completes by itself, without wait", "[nccl][cuda]") {
   parallel::destroy_process_group();
 }
 
-TEST_CASE("nccl: kernels queued after a collective see its result, with no wait on the host", "[nccl][cuda]") {
+TEST_CASE("nccl: kernels queued after wait() see the result, with no host synchronisation in between", "[nccl][cuda]") {
   require_nccl_gpu();
   auto pg = group_of_one();
   // 16M floats: long enough that a missing stream dependency would let `* 2` read the poison.
@@ -189,13 +189,13 @@ TEST_CASE("nccl: kernels queued after a collective see its result, with no wait 
     const Tensor input = base * 3.0;
     Tensor output = test::poisoned({n}, DType::f32);
     auto work = pg->reduce_scatter(output, {input});
-    const Tensor doubled = output * 2.0;  // queued on the compute stream; nobody waited for `work`
-    check_equal(doubled, values_of(0, n, 6.0), "reduce_scatter then * 2");
-
-    std::vector<Tensor> gathered = {test::poisoned({n}, DType::f32)};
-    pg->all_gather(gathered, input);
-    check_equal(gathered[0] * 2.0, values_of(0, n, 6.0), "all_gather then * 2");
     work->wait();
+    check_equal(output * 2.0, values_of(0, n, 6.0), "reduce_scatter, wait, then * 2");
+
+    // all_gather copies out of its scratch buffer after the collective: those copies are done too.
+    std::vector<Tensor> gathered = {test::poisoned({n}, DType::f32)};
+    pg->all_gather(gathered, input)->wait();
+    check_equal(gathered[0] * 2.0, values_of(0, n, 6.0), "all_gather, wait, then * 2");
   }
   parallel::destroy_process_group();
 }
@@ -363,6 +363,45 @@ TEST_CASE("nccl: two ranks reduce, broadcast, gather and scatter exactly", "[ncc
   INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
   CHECK(errors[0].empty());
   CHECK(errors[1].empty());
+}
+
+// What DDP's buckets are for: while one bucket's all-reduce waits for a slower rank, the rest of
+// backward goes on. Rank 1 joins the collective only after rank 0 has queued and finished more
+// compute; if the compute stream waited for the collective (as it did at launch), rank 0's compute
+// would wait for rank 1, which waits for rank 0: a hang until the 10 s below.
+TEST_CASE("nccl: compute queued after a launch runs while a peer holds the collective back",
+          "[nccl][cuda][multi-gpu]") {
+  require_nccl_gpu();
+  test::require_gpus(2);
+  std::promise<void> computed;
+  std::shared_future<void> rank0_computed = computed.get_future().share();
+  double compute_ms = -1;
+  const auto errors = run_two_ranks([&](int rank, const std::shared_ptr<parallel::ProcessGroup>& pg) {
+    Tensor bucket = rank_values(rank, 1 << 16, DType::f32, rank);
+    pg->all_reduce(bucket)->wait();  // both ranks connected
+    if (rank == 1) {
+      rank0_computed.wait_for(std::chrono::seconds(10));  // holds its part back
+      pg->all_reduce(bucket)->wait();
+      return;
+    }
+    auto work = pg->all_reduce(bucket);  // cannot finish before rank 1 joins
+    const auto start = std::chrono::steady_clock::now();
+    const Tensor x = rank_values(0, 4096, DType::f32, 0);
+    const std::vector<double> y = (x * 2.0 + 1.0).to_vector<double>();  // more compute, read on the host
+    compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    RINGGRAD_CHECK(y[5] == 2.0 * value(0, 5) + 1.0, "the compute queued after the launch is wrong: ", y[5]);
+    computed.set_value();
+    work->wait();
+    // The result arrived too: the sum of both ranks' first all-reduce results, twice.
+    const std::vector<double> got = bucket.to_vector<double>();
+    RINGGRAD_CHECK(got[7] == 2.0 * (value(0, 7) + value(1, 7)), "all_reduce after the hold: ", got[7]);
+  });
+  INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  INFO("compute queued after the launch took " << compute_ms << " ms");
+  CHECK(compute_ms >= 0);
+  CHECK(compute_ms < 5000);
 }
 
 TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and stay broken", "[nccl][cuda][multi-gpu]") {

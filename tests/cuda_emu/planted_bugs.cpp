@@ -17,9 +17,9 @@ struct Outcome {
   std::string output;  // stdout and stderr
 };
 
-Outcome run_planted(const std::string& name, const std::string& schedule) {
-  const std::string command =
-      "RINGGRAD_EMU_SCHEDULE=" + schedule + " '" RINGGRAD_CUDA_EMU_PLANTED_PATH "' " + name + " 2>&1";
+Outcome run_planted(const std::string& name, const std::string& schedule, const std::string& streams = "eager") {
+  const std::string command = "RINGGRAD_EMU_SCHEDULE=" + schedule + " RINGGRAD_EMU_STREAMS=" + streams + " '" +
+                              RINGGRAD_CUDA_EMU_PLANTED_PATH "' " + name + " 2>&1";
   Outcome out;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -107,4 +107,24 @@ TEST_CASE("cuda emulator: a vector load one past the end is a heap-buffer-overfl
 TEST_CASE("cuda emulator: a misaligned float4 load is reported under UBSan", "[cuda-emu]") {
   expect_sanitizer_report("vector-misaligned", "undefined", "x86 loads misaligned float4s silently",
                           {"misaligned address", "float4"});
+}
+
+// Asynchronous bugs: right when streams run work at once (eager), wrong when they run it as late as
+// CUDA allows (lazy); the twin with the missing synchronisation is right in every mode.
+TEST_CASE("cuda emulator: lazy streams catch a missing stream wait or host synchronisation", "[cuda-emu]") {
+  for (const char* bug :
+       {"host-read-before-sync", "staging-without-wait", "peer-copy-without-wait", "blocking-copy-skips-stream"}) {
+    for (const char* streams : {"eager", "lazy", "random:3", "random:11"}) {
+      const Outcome fixed = run_planted(std::string(bug) + "-fixed", "forward", streams);
+      INFO(bug << "-fixed, " << streams << ": " << fixed.output);
+      CHECK(fixed.exit_code == 0);
+    }
+    const Outcome eager = run_planted(bug, "forward", "eager");
+    INFO(bug << ", eager: " << eager.output);
+    CHECK(eager.exit_code == 0);  // invisible when work runs at once: why the lazy mode exists
+    const Outcome lazy = run_planted(bug, "forward", "lazy");
+    INFO(bug << ", lazy: " << lazy.output);
+    CHECK(lazy.exit_code == 1);
+    CHECK(lazy.output.find(": wrong") != std::string::npos);
+  }
 }

@@ -12,4 +12,8 @@ namespace planted {
 bool run(const std::string& name);
 std::vector<std::string> names();
 
+// The asynchronous ones (planted_async.cpp): `known` says whether `name` is one of them.
+bool run_async(const std::string& name, bool* known);
+std::vector<std::string> async_names();
+
 }  // namespace planted

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 #include <string>
@@ -173,4 +174,19 @@ TEST_CASE("cuda emulator: contexts are made as CUDA 12 makes them, per host thre
   CHECK(cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess);
   CHECK(found == cudaDriverEntryPointSymbolNotFound);
   CHECK(fn == nullptr);
+}
+
+TEST_CASE("cuda emulator: RINGGRAD_EMU_STREAMS is parsed, and a bad value names the variable", "[cuda-emu]") {
+  CHECK(cuda_emu::parse_stream_settings("").mode == cuda_emu::StreamMode::Eager);
+  CHECK(cuda_emu::parse_stream_settings("eager").mode == cuda_emu::StreamMode::Eager);
+  CHECK(cuda_emu::parse_stream_settings("lazy").mode == cuda_emu::StreamMode::Lazy);
+  CHECK(cuda_emu::parse_stream_settings("random").mode == cuda_emu::StreamMode::Random);
+  CHECK(cuda_emu::parse_stream_settings("random:42").seed == 42);
+  for (const char* bad : {"Lazy", "random:", "random:x", "sometimes"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(cuda_emu::parse_stream_settings(bad), Catch::Contains("RINGGRAD_EMU_STREAMS"));
+  }
+  const char* env = std::getenv("RINGGRAD_EMU_STREAMS");
+  INFO("RINGGRAD_EMU_STREAMS=" << (env != nullptr ? env : "(unset)"));
+  CHECK(cuda_emu::stream_settings().mode == cuda_emu::parse_stream_settings(env != nullptr ? env : "").mode);
 }

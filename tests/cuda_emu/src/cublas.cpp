@@ -10,6 +10,7 @@
 #include <string>
 
 #include "state.h"
+#include "streams.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -26,6 +27,29 @@ bool device_matrix(const float* p, int rows, int cols, int ld, long long stride,
   cuda_emu::Region r;
   return p != nullptr && stride >= 0 && cuda_emu::find_region(p, static_cast<size_t>(last + 1) * sizeof(float), &r) &&
          r.device >= 0;
+}
+
+// The reference GEMM: column-major, double accumulation; what a queued cuBLAS call runs.
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, long long stride_a,
+          const float* b, int ldb, long long stride_b, float beta, float* c, int ldc, long long stride_c, int batch) {
+  for (int z = 0; z < batch; ++z) {
+    const float* az = a + z * stride_a;
+    const float* bz = b + z * stride_b;
+    float* cz = c + z * stride_c;
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        double dot = 0.0;
+        for (int l = 0; l < k; ++l) {
+          const float av = ta ? az[l + static_cast<long long>(i) * lda] : az[i + static_cast<long long>(l) * lda];
+          const float bv = tb ? bz[j + static_cast<long long>(l) * ldb] : bz[l + static_cast<long long>(j) * ldb];
+          dot += static_cast<double>(av) * static_cast<double>(bv);
+        }
+        float& out = cz[i + static_cast<long long>(j) * ldc];
+        const double prior = beta == 0.0f ? 0.0 : static_cast<double>(beta) * static_cast<double>(out);
+        out = static_cast<float>(static_cast<double>(alpha) * dot + prior);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -115,24 +139,11 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     cuda_emu::fail(cudaErrorIllegalAddress, "cublasSgemm: a matrix is not wholly inside device memory");
     return CUBLAS_STATUS_EXECUTION_FAILED;
   }
-  for (int z = 0; z < batch; ++z) {
-    const float* az = a + z * stride_a;
-    const float* bz = b + z * stride_b;
-    float* cz = c + z * stride_c;
-    for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < m; ++i) {
-        double dot = 0.0;
-        for (int l = 0; l < k; ++l) {
-          const float av = ta ? az[l + static_cast<long long>(i) * lda] : az[i + static_cast<long long>(l) * lda];
-          const float bv = tb ? bz[j + static_cast<long long>(l) * ldb] : bz[l + static_cast<long long>(j) * ldb];
-          dot += static_cast<double>(av) * static_cast<double>(bv);
-        }
-        float& out = cz[i + static_cast<long long>(j) * ldc];
-        const double prior = *beta == 0.0f ? 0.0 : static_cast<double>(*beta) * static_cast<double>(out);
-        out = static_cast<float>(static_cast<double>(*alpha) * dot + prior);
-      }
-    }
-  }
+  // alpha and beta are host pointers (CUBLAS_POINTER_MODE_HOST): read at the call, as cuBLAS does.
+  const float alpha_value = *alpha, beta_value = *beta;
+  cuda_emu::enqueue(handle->stream, "cublasSgemmStridedBatched", [=] {
+    gemm(ta, tb, m, n, k, alpha_value, a, lda, stride_a, b, ldb, stride_b, beta_value, c, ldc, stride_c, batch);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
 

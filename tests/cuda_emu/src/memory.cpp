@@ -7,20 +7,37 @@
 // where the pointers are, the whole range must lie inside one allocation, and null is never a
 // source or a destination of a non-empty copy. A failed check is an error code, as from the real
 // runtime, plus a line on stderr that says what was wrong.
+//
+// Checks happen at the call; the bytes move when the stream runs the copy (streams.cpp), with what a
+// GPU's copies do to host memory in between:
+//   - from pageable memory to the device: the source is read at the call (CUDA stages it before
+//     returning), so the caller may reuse it at once;
+//   - from pinned memory: read when the copy runs, so a host write after the call, before the copy
+//     is known done, changes what arrives -- as on a GPU;
+//   - into pinned memory: the destination reads as NaN (all bytes 0xFF) from the call until the copy
+//     runs, so a host read that did not wait sees garbage, not the right answer by luck;
+//   - into pageable memory: the call returns when the copy is done (CUDA's rule, too).
+// The blocking calls (cudaMemcpy, cudaMemset, cudaMemcpyPeer) run on the legacy stream and wait for
+// it; cudaFree and cudaFreeHost wait for all queued work, as CUDA's do.
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda_emu/runtime_api.h"
 #include "state.h"
+#include "streams.h"
 
 namespace cuda_emu {
 namespace {
 
 std::mutex g_memory_mutex;
-std::map<uintptr_t, Region> g_regions;  // by base address
+// Never destroyed (as every registry here): a program may free memory, or destroy a process group,
+// during static destruction, after this file's statics would be gone.
+std::map<uintptr_t, Region>& g_regions = *new std::map<uintptr_t, Region>();  // by base address
 size_t g_device_bytes[16] = {};
 
 constexpr size_t kAlignment = 256;
@@ -42,7 +59,15 @@ char locate(const void* p, size_t n) {
   return 'h';
 }
 
-cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* call) {
+bool is_pinned(const void* p) {
+  Region r;
+  return find_region(p, 0, &r) && r.device < 0;
+}
+
+// Checks a copy, then queues it on `stream` with the host-memory rules above; `blocking`: the call
+// returns once the stream has run it.
+cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool blocking,
+                         const char* call) {
   if (const cudaError_t e = use_context(call); e != cudaSuccess) return e;
   if (n == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr)
@@ -58,7 +83,19 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
     return fail(cudaErrorInvalidValue, std::string(call) + ": the kind says " + (want_src == 'd' ? "device" : "host") +
                                            " to " + (want_dst == 'd' ? "device" : "host") + ", but it copies " +
                                            describe(src) + " to " + describe(dst));
-  std::memmove(dst, src, n);
+  const std::string what =
+      std::string(call) + " of " + std::to_string(n) + " bytes from " + describe(src) + " to " + describe(dst);
+  if (s == 'h' && d == 'h') {
+    std::memmove(dst, src, n);  // host to host: no stream involved
+  } else if (s == 'h' && !is_pinned(src)) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+    enqueue(stream, what, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+  } else {
+    if (d == 'h' && is_pinned(dst)) std::memset(dst, 0xFF, n);  // NaN until the copy has run
+    enqueue(stream, what, [dst, src, n] { std::memmove(dst, src, n); });
+    if (d == 'h' && !is_pinned(dst)) blocking = true;
+  }
+  if (blocking) drain_stream(stream);
   return cudaSuccess;
 }
 
@@ -86,6 +123,7 @@ cudaError_t allocate(void** ptr, size_t bytes, int device, const char* call) {
 cudaError_t release(void* ptr, bool pinned, const char* call) {
   if (const cudaError_t e = use_context(call); e != cudaSuccess) return e;  // cudaFree(0) too: CUDA's idiom
   if (ptr == nullptr) return cudaSuccess;
+  drain_all();  // nothing queued may still use it
   std::unique_lock<std::mutex> lock(g_memory_mutex);
   const auto it = g_regions.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == g_regions.end() || (it->second.device < 0) != pinned) {
@@ -154,18 +192,20 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind) {
-  return checked_copy(dst, src, bytes, kind, "cudaMemcpy");
+  return checked_copy(dst, src, bytes, kind, nullptr, true, "cudaMemcpy");
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
   int device = 0;
   if (!stream_device(stream, &device))
     return fail(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync on a stream that does not exist");
-  return checked_copy(dst, src, bytes, kind, "cudaMemcpyAsync");
+  return checked_copy(dst, src, bytes, kind, stream, false, "cudaMemcpyAsync");
 }
 
 cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
-  return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, nullptr);
+  const cudaError_t e = cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, nullptr);
+  if (e == cudaSuccess) drain_stream(nullptr);
+  return e;
 }
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
@@ -180,11 +220,18 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
                                            std::to_string(bytes) + " bytes of cuda:" + std::to_string(src_device) +
                                            " to cuda:" + std::to_string(dst_device) + ", got " + describe(src) +
                                            " to " + describe(dst));
-  std::memmove(dst, src, bytes);
+  enqueue(stream,
+          "cudaMemcpyPeerAsync of " + std::to_string(bytes) + " bytes from cuda:" + std::to_string(src_device) +
+              " to cuda:" + std::to_string(dst_device),
+          [dst, src, bytes] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 
-cudaError_t cudaMemset(void* ptr, int value, size_t bytes) { return cudaMemsetAsync(ptr, value, bytes, nullptr); }
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  const cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
+  if (e == cudaSuccess) drain_stream(nullptr);
+  return e;
+}
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   int device = 0;
@@ -195,6 +242,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   if (!find_region(ptr, bytes, &r) || r.device < 0)
     return fail(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes of " + describe(ptr) +
                                            (is_registered(ptr) ? " runs past the end of its allocation" : ""));
-  std::memset(ptr, value, bytes);
+  enqueue(stream, "cudaMemset of " + std::to_string(bytes) + " bytes of " + describe(ptr),
+          [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }

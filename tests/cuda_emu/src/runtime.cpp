@@ -1,4 +1,5 @@
-// tests/cuda_emu/src/runtime.cpp: errors, devices, contexts, streams and events of the emulated runtime.
+// tests/cuda_emu/src/runtime.cpp: errors, devices, contexts and peer access of the emulated runtime
+// (streams and events are in streams.cpp).
 //
 // Contexts as CUDA 12 makes them: cudaSetDevice creates the device's primary context (if the process
 // has none there yet) and makes it current; any other call that needs one, on a thread with none
@@ -7,18 +8,12 @@
 // the emulator records each context, and with RINGGRAD_EMU_EXCLUSIVE=NAME it holds each device for
 // one process at a time (a lock file per device, released when the process ends, however it ends),
 // as a GPU in exclusive-process compute mode does: the second process gets cudaErrorDevicesUnavailable.
-//
-// Every stream runs its work when it is queued, so "queued" and "done" coincide: synchronising is
-// free, an event is complete as soon as it is recorded, and a stream waiting for an event has
-// nothing to wait for. What is still checked is what a GPU checks: handles that exist, a stream
-// and an event of the same device, timing only on events created with timing.
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,18 +28,6 @@
 #include "cuda_emu/runtime_api.h"
 #include "state.h"
 
-struct CUstream_st {
-  int device;
-  unsigned flags;
-};
-
-struct CUevent_st {
-  int device;
-  unsigned flags;
-  bool recorded;
-  double ms;  // host time of the record, in milliseconds
-};
-
 namespace cuda_emu {
 namespace {
 
@@ -52,23 +35,10 @@ thread_local cudaError_t t_last_error = cudaSuccess;
 thread_local int t_current_device = 0;
 thread_local int t_context_device = -1;  // the device whose context is current here; -1: none yet
 
-std::set<int> g_context_devices;  // guarded by g_handles_mutex
-CUctx_st* g_context_handles[16];  // only compared with null: cuCtxGetCurrent's answer per device
-
 std::mutex g_handles_mutex;
-std::set<const CUstream_st*> g_streams;
-std::set<const CUevent_st*> g_events;
-std::set<std::pair<int, int>> g_peers;  // (from, to): `from`'s kernels may touch `to`'s memory
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
-
-bool live_event(cudaEvent_t e) {
-  std::lock_guard<std::mutex> lock(g_handles_mutex);
-  return e != nullptr && g_events.count(e) != 0;
-}
+std::set<int>& g_context_devices = *new std::set<int>();  // guarded by g_handles_mutex; never destroyed
+std::set<std::pair<int, int>>& g_peers = *new std::set<std::pair<int, int>>();  // (from, to): `from` may touch `to`
+CUctx_st* g_context_handles[16];  // only compared with null: cuCtxGetCurrent's answer per device
 
 bool valid_device(int device) { return device >= 0 && device < device_count(); }
 
@@ -153,17 +123,6 @@ int current_device() { return t_current_device; }
 bool peer_access_enabled(int from, int to) {
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   return g_peers.count({from, to}) != 0;
-}
-
-bool stream_device(cudaStream_t stream, int* device) {
-  if (stream == nullptr) {
-    *device = t_current_device;
-    return true;
-  }
-  std::lock_guard<std::mutex> lock(g_handles_mutex);
-  if (g_streams.count(stream) == 0) return false;
-  *device = stream->device;
-  return true;
 }
 
 }  // namespace cuda_emu
@@ -320,8 +279,6 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
   return fail(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
 }
 
-cudaError_t cudaDeviceSynchronize() { return use_context("cudaDeviceSynchronize"); }
-
 cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer_device) {
   if (can_access == nullptr || !valid_device(device) || !valid_device(peer_device)) return fail(cudaErrorInvalidDevice);
   *can_access = device != peer_device ? 1 : 0;  // emulated H200s are NVLinked
@@ -334,89 +291,5 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
   if (const cudaError_t e = use_context("cudaDeviceEnablePeerAccess"); e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   if (!g_peers.insert({t_current_device, peer_device}).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
-  return cudaSuccess;
-}
-
-// ---- streams ------------------------------------------------------------------------------------------
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
-  if (stream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return fail(cudaErrorInvalidValue);
-  if (const cudaError_t e = use_context("cudaStreamCreate"); e != cudaSuccess) return e;
-  auto* s = new CUstream_st{t_current_device, flags};
-  std::lock_guard<std::mutex> lock(g_handles_mutex);
-  g_streams.insert(s);
-  *stream = s;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  std::lock_guard<std::mutex> lock(g_handles_mutex);
-  if (stream == nullptr || g_streams.erase(stream) == 0) return fail(cudaErrorInvalidResourceHandle);
-  delete stream;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  if (const cudaError_t e = use_context("cudaStreamSynchronize"); e != cudaSuccess) return e;
-  int device = 0;
-  return stream_device(stream, &device) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
-  if (const cudaError_t e = use_context("cudaStreamWaitEvent"); e != cudaSuccess) return e;
-  int device = 0;
-  if (!stream_device(stream, &device) || !live_event(event)) return fail(cudaErrorInvalidResourceHandle);
-  return flags == 0 ? cudaSuccess : fail(cudaErrorInvalidValue);
-}
-
-// ---- events -----------------------------------------------------------------------------------------------
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  if (event == nullptr || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming)) != 0)
-    return fail(cudaErrorInvalidValue);
-  if (const cudaError_t e = use_context("cudaEventCreate"); e != cudaSuccess) return e;
-  auto* e = new CUevent_st{t_current_device, flags, false, 0.0};
-  std::lock_guard<std::mutex> lock(g_handles_mutex);
-  g_events.insert(e);
-  *event = e;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  std::lock_guard<std::mutex> lock(g_handles_mutex);
-  if (event == nullptr || g_events.erase(event) == 0) return fail(cudaErrorInvalidResourceHandle);
-  delete event;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (const cudaError_t e = use_context("cudaEventRecord"); e != cudaSuccess) return e;
-  int device = 0;
-  if (!live_event(event) || !stream_device(stream, &device)) return fail(cudaErrorInvalidResourceHandle);
-  if (device != event->device)
-    return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord: an event of cuda:" + std::to_string(event->device) +
-                                                    " recorded on a stream of cuda:" + std::to_string(device));
-  event->recorded = true;
-  event->ms = now_ms();
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-  if (const cudaError_t e = use_context("cudaEventQuery"); e != cudaSuccess) return e;
-  return live_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventQuery(event); }
-
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (ms == nullptr) return fail(cudaErrorInvalidValue);
-  if (!live_event(start) || !live_event(end)) return fail(cudaErrorInvalidResourceHandle);
-  if ((start->flags | end->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
-  if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
-  *ms = static_cast<float>(end->ms - start->ms);
   return cudaSuccess;
 }

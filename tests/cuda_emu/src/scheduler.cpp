@@ -24,6 +24,7 @@
 #include "cuda_emu/launch.h"
 #include "fiber.h"
 #include "state.h"
+#include "streams.h"
 
 namespace cuda_emu {
 namespace {
@@ -346,8 +347,31 @@ unsigned vote(Vote kind, unsigned mask, bool predicate) {
   return static_cast<unsigned>(t.result);
 }
 
-void run_grid(const Launch& l, void (*run_thread)(void*), void* closure) {
-  g_launches.fetch_add(1, std::memory_order_relaxed);
+// Runs every block of a launch that run_grid() checked and queued, when its stream gets to it.
+void run_blocks(const Launch& l, void (*run_thread)(void*), void* closure, uint64_t launch_index) {
+  const Schedule s = schedule();
+  std::mt19937_64 rng(s.seed * 0x9e3779b97f4a7c15ull + launch_index);
+  const dim3 g = l.grid;
+  const uint64_t blocks = static_cast<uint64_t>(g.x) * g.y * g.z;
+  std::vector<uint64_t> order(blocks);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (s.order == Order::Reverse) std::reverse(order.begin(), order.end());
+  if (s.order == Order::Random) std::shuffle(order.begin(), order.end(), rng);
+  Block b;
+  b.launch = &l;
+  b.run_thread = run_thread;
+  b.closure = closure;
+  g_block = &b;
+  for (uint64_t k : order) {
+    b.block_idx = uint3{static_cast<unsigned>(k % g.x), static_cast<unsigned>(k / g.x % g.y),
+                        static_cast<unsigned>(k / (static_cast<uint64_t>(g.x) * g.y))};
+    run_block(b, s, rng);
+  }
+  g_block = nullptr;
+}
+
+void run_grid(const Launch& l, void (*run_thread)(void*), std::shared_ptr<void> closure) {
+  const uint64_t launch_index = g_launches.fetch_add(1, std::memory_order_relaxed) + 1;
   if (g_block != nullptr) fatal("kernel '" + std::string(l.kernel) + "' launched from inside a kernel");
   std::string why;
   if (!valid_configuration(l, &why)) {
@@ -366,25 +390,10 @@ void run_grid(const Launch& l, void (*run_thread)(void*), void* closure) {
                                              " while cuda:" + std::to_string(current_device()) + " is current");
     return;
   }
-  const Schedule s = schedule();
-  std::mt19937_64 rng(s.seed * 0x9e3779b97f4a7c15ull + g_launches.load(std::memory_order_relaxed));
-  const dim3 g = l.grid;
-  const uint64_t blocks = static_cast<uint64_t>(g.x) * g.y * g.z;
-  std::vector<uint64_t> order(blocks);
-  std::iota(order.begin(), order.end(), uint64_t{0});
-  if (s.order == Order::Reverse) std::reverse(order.begin(), order.end());
-  if (s.order == Order::Random) std::shuffle(order.begin(), order.end(), rng);
-  Block b;
-  b.launch = &l;
-  b.run_thread = run_thread;
-  b.closure = closure;
-  g_block = &b;
-  for (uint64_t k : order) {
-    b.block_idx = uint3{static_cast<unsigned>(k % g.x), static_cast<unsigned>(k / g.x % g.y),
-                        static_cast<unsigned>(k / (static_cast<uint64_t>(g.x) * g.y))};
-    run_block(b, s, rng);
-  }
-  g_block = nullptr;
+  // Checked now, as a GPU checks a launch; run when the stream gets to it, with its own copy of the
+  // launch and of the arguments.
+  enqueue(l.stream, "kernel '" + std::string(l.kernel) + "'",
+          [l, run_thread, closure, launch_index] { run_blocks(l, run_thread, closure.get(), launch_index); });
 }
 
 void check_kernel_pointer(const Launch& l, int parameter, const void* ptr) {

@@ -5,6 +5,10 @@
 //       the order in which the blocks of a grid, and the runnable threads of a block between two
 //       rendezvous points, are run. A shared-memory race -- a thread reading what another writes in
 //       the same phase -- gives a different answer in different orders.
+//   RINGGRAD_EMU_STREAMS   eager (default) | lazy | random | random:SEED
+//       when queued work runs (src/streams.cpp): as it is queued, only when something forces it,
+//       or at random moments in between. A missing stream wait or host synchronisation reads
+//       stale or poisoned data in lazy and random.
 //   RINGGRAD_EMU_DEVICES   how many emulated H200s (default 2, at most 16)
 //   RINGGRAD_EMU_STACK_KB  stack per emulated thread (default 256)
 //   RINGGRAD_EMU_EXCLUSIVE NAME: each device has contexts of one process at a time (lock files
@@ -31,6 +35,18 @@ std::string describe(const Schedule& schedule);
 // The schedule of every launch from now on (all host threads).
 void set_schedule(const Schedule& schedule);
 Schedule schedule();
+
+enum class StreamMode { Eager, Lazy, Random };
+
+struct StreamSettings {
+  StreamMode mode = StreamMode::Eager;
+  uint64_t seed = 1;  // for StreamMode::Random
+};
+
+// Parses the value of RINGGRAD_EMU_STREAMS; throws std::invalid_argument naming it otherwise.
+StreamSettings parse_stream_settings(const std::string& text);
+// The settings of this process (read from the environment once).
+StreamSettings stream_settings();
 
 // Kernel launches so far, all host threads together.
 uint64_t launch_count();

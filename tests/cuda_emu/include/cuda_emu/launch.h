@@ -1,14 +1,15 @@
 // cuda_emu/launch.h: a kernel launch, kernel<<<grid, block, shared, stream>>>(args...), as a call.
 //
 // The arguments are converted to the kernel's parameter types once, at the launch (as CUDA copies
-// them into the parameter buffer); every thread then gets its own copy, since a kernel may modify
-// its by-value parameters. Pointer parameters are checked before anything runs: each must be null
-// or point into device memory the current device can reach, or into pinned host memory -- a
-// pageable host pointer handed to a kernel is an illegal address on a GPU, and the emulator stops
-// there instead of letting the kernel read host memory that a GPU never could.
+// them into the parameter buffer, so the launch may run later); every thread then gets its own copy, since a kernel may
+// modify its by-value parameters. Pointer parameters are checked before anything runs: each must be null or point into
+// device memory the current device can reach, or into pinned host memory -- a pageable host pointer handed to a kernel
+// is an illegal address on a GPU, and the emulator stops there instead of letting the kernel read host memory that a
+// GPU never could.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -26,8 +27,9 @@ struct Launch {
 };
 
 // Checks the configuration and the stream (an invalid one becomes the "last error", as with
-// <<<>>>), then runs every block; `run_thread(closure)` is one thread's whole kernel.
-void run_grid(const Launch& launch, void (*run_thread)(void*), void* closure);
+// <<<>>>), then queues the grid on the stream (src/streams.cpp says when it runs); `run_thread(closure)`
+// is one thread's whole kernel. The queued launch keeps `closure` alive until it has run.
+void run_grid(const Launch& launch, void (*run_thread)(void*), std::shared_ptr<void> closure);
 
 // Stops the program unless `ptr` is null or usable by a kernel on the current device.
 void check_kernel_pointer(const Launch& launch, int parameter, const void* ptr);
@@ -54,14 +56,15 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
             cudaStream_t stream, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "a launch passes every parameter of the kernel");
   const Launch l{name, grid, block, shared_bytes, stream};
-  KernelCall<Params...> call{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)};
+  auto call = std::make_shared<KernelCall<Params...>>(
+      KernelCall<Params...>{kernel, std::tuple<std::decay_t<Params>...>(std::forward<Args>(args)...)});
   std::apply(
       [&](const auto&... p) {
         int index = 0;
         (check_parameter(l, index++, p), ...);
       },
-      call.params);
-  run_grid(l, &KernelCall<Params...>::run_thread, &call);
+      call->params);
+  run_grid(l, &KernelCall<Params...>::run_thread, std::move(call));
 }
 
 }  // namespace cuda_emu

@@ -1,0 +1,160 @@
+// tests/cuda_emu/planted_async.cpp: planted asynchronous bugs -- host code that queues GPU work and
+// forgets to order it. Each is right whenever the GPU happens to run the work at once (the eager
+// streams of the emulator, a lucky run on a GPU) and wrong when it runs as late as CUDA allows
+// (RINGGRAD_EMU_STREAMS=lazy):
+//
+//   host-read-before-sync       a device-to-pinned copy read by the host without synchronising:
+//                               the host sees the poisoned buffer (NaN), not the result
+//   staging-without-wait        a copy on a side stream of a tensor the compute stream is still
+//                               writing, without waiting for the compute stream's event
+//   peer-copy-without-wait      a copy from cuda:0 to cuda:1 on cuda:1's stream, without waiting
+//                               for the cuda:0 stream that produces the source
+//   blocking-copy-skips-stream  cudaMemcpy of a result produced on a non-blocking stream: the
+//                               legacy stream it runs on does not wait for non-blocking streams
+//
+// Each "-fixed" twin adds the one missing synchronisation and is right in every mode.
+#include "planted_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <vector>
+
+namespace planted {
+namespace {
+
+constexpr int kCount = 1000;
+
+__global__ void fill_value(float* y, int n, float value) {
+  for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n;
+       i += static_cast<int>(blockDim.x * gridDim.x))
+    y[i] = value;
+}
+
+bool all_equal(const float* got, float want, const char* what) {
+  for (int i = 0; i < kCount; ++i) {
+    if (!(got[i] == want)) {
+      std::printf("%s: element %d is %g, want %g\n", what, i, static_cast<double>(got[i]), static_cast<double>(want));
+      return false;
+    }
+  }
+  return true;
+}
+
+float* device_floats(float value) {
+  float* p = nullptr;
+  cudaMalloc(reinterpret_cast<void**>(&p), kCount * sizeof(float));
+  std::vector<float> host(kCount, value);
+  cudaMemcpy(p, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice);
+  return p;
+}
+
+template <bool kSynchronised>
+bool host_read() {
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  float* y = device_floats(0.0f);
+  float* pinned = nullptr;
+  cudaHostAlloc(reinterpret_cast<void**>(&pinned), kCount * sizeof(float), cudaHostAllocPortable);
+  cuda_emu::launch("fill_value", fill_value, 4, 64, 0, stream, y, kCount, 3.0f);
+  cudaMemcpyAsync(pinned, y, kCount * sizeof(float), cudaMemcpyDeviceToHost, stream);
+  if (kSynchronised) cudaStreamSynchronize(stream);  // the planted bug: the host reads without it
+  const bool right = all_equal(pinned, 3.0f, "pinned result");
+  cudaStreamSynchronize(stream);
+  cudaFreeHost(pinned);
+  cudaFree(y);
+  cudaStreamDestroy(stream);
+  return right;
+}
+
+template <bool kWaits>
+bool staging() {
+  cudaStream_t compute = nullptr, side = nullptr;
+  cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  cudaEvent_t ready = nullptr;
+  cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  float* grad = device_floats(1.0f);
+  float* pinned = nullptr;
+  cudaHostAlloc(reinterpret_cast<void**>(&pinned), kCount * sizeof(float), cudaHostAllocPortable);
+  cuda_emu::launch("fill_value", fill_value, 4, 64, 0, compute, grad, kCount, 5.0f);  // backward writes the gradient
+  cudaEventRecord(ready, compute);
+  if (kWaits) cudaStreamWaitEvent(side, ready, 0);  // the planted bug: the side stream does not wait
+  cudaMemcpyAsync(pinned, grad, kCount * sizeof(float), cudaMemcpyDeviceToHost, side);
+  cudaStreamSynchronize(side);
+  const bool right = all_equal(pinned, 5.0f, "staged gradient");
+  cudaDeviceSynchronize();
+  cudaFreeHost(pinned);
+  cudaFree(grad);
+  cudaEventDestroy(ready);
+  cudaStreamDestroy(side);
+  cudaStreamDestroy(compute);
+  return right;
+}
+
+template <bool kWaits>
+bool peer_copy() {
+  cudaSetDevice(0);
+  cudaStream_t producer = nullptr;
+  cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking);
+  cudaEvent_t produced = nullptr;
+  cudaEventCreateWithFlags(&produced, cudaEventDisableTiming);
+  float* x0 = device_floats(0.0f);
+  cuda_emu::launch("fill_value", fill_value, 4, 64, 0, producer, x0, kCount, 7.0f);
+  cudaEventRecord(produced, producer);
+  cudaSetDevice(1);
+  cudaStream_t consumer = nullptr;
+  cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking);
+  float* x1 = device_floats(0.0f);
+  if (kWaits) cudaStreamWaitEvent(consumer, produced, 0);  // the planted bug: no wait for cuda:0's stream
+  cudaMemcpyPeerAsync(x1, 1, x0, 0, kCount * sizeof(float), consumer);
+  std::vector<float> host(kCount);
+  cudaMemcpyAsync(host.data(), x1, kCount * sizeof(float), cudaMemcpyDeviceToHost, consumer);  // pageable: waits
+  const bool right = all_equal(host.data(), 7.0f, "peer copy");
+  cudaFree(x1);
+  cudaStreamDestroy(consumer);
+  cudaSetDevice(0);
+  cudaFree(x0);
+  cudaEventDestroy(produced);
+  cudaStreamDestroy(producer);
+  return right;
+}
+
+template <bool kSynchronised>
+bool blocking_copy() {
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  float* y = device_floats(0.0f);
+  cuda_emu::launch("fill_value", fill_value, 4, 64, 0, stream, y, kCount, 9.0f);
+  if (kSynchronised) cudaStreamSynchronize(stream);  // the planted bug: cudaMemcpy does not wait for `stream`
+  std::vector<float> host(kCount);
+  cudaMemcpy(host.data(), y, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+  const bool right = all_equal(host.data(), 9.0f, "blocking copy");
+  cudaFree(y);
+  cudaStreamDestroy(stream);
+  return right;
+}
+
+}  // namespace
+
+std::vector<std::string> async_names() {
+  return {"host-read-before-sync",      "host-read-before-sync-fixed",     "staging-without-wait",
+          "staging-without-wait-fixed", "peer-copy-without-wait",          "peer-copy-without-wait-fixed",
+          "blocking-copy-skips-stream", "blocking-copy-skips-stream-fixed"};
+}
+
+bool run_async(const std::string& name, bool* known) {
+  *known = true;
+  if (name == "host-read-before-sync") return host_read<false>();
+  if (name == "host-read-before-sync-fixed") return host_read<true>();
+  if (name == "staging-without-wait") return staging<false>();
+  if (name == "staging-without-wait-fixed") return staging<true>();
+  if (name == "peer-copy-without-wait") return peer_copy<false>();
+  if (name == "peer-copy-without-wait-fixed") return peer_copy<true>();
+  if (name == "blocking-copy-skips-stream") return blocking_copy<false>();
+  if (name == "blocking-copy-skips-stream-fixed") return blocking_copy<true>();
+  *known = false;
+  return false;
+}
+
+}  // namespace planted
