@@ -23,7 +23,8 @@
 //          row, so transposed stores from K-contiguous operands do not conflict on banks.
 //          The epilogue (alpha, beta, bias, activation) runs on the accumulators before the single
 //          store of C (16-byte stores where C allows); beta == 0 never reads C, so NaN there is
-//          overwritten. Blocks walk the batch with a grid stride over gridDim.z.
+//          overwritten. Blocks walk the row tiles and the batch with grid strides over gridDim.y
+//          and gridDim.z.
 //          Instantiated for 2 tile shapes x 4 transpose combinations; the epilogue is a runtime
 //          argument (it runs once per output, off the K loop).
 // Registers: 2 resident 128x128 blocks per SM cap a thread at 128 registers, and ptxas (CUDA 13,
@@ -34,12 +35,13 @@
 //          docs/kernels.md keeps ptxas's report of every kernel.
 #include "kernels/cuda/gemm.h"
 
-#include <atomic>
+#include <algorithm>
 #include <cstdint>
 
 #include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/runtime.h"
 #include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemm_kernel(const Kernel
 
   const int tx = threadIdx.x % (BN / TN);
   const int ty = threadIdx.x / (BN / TN);
-  const int row0 = blockIdx.y * BM;
+  const int row_tiles = (g.m + BM - 1) / BM;
   const int col0 = blockIdx.x * BN;
   const int k_tiles = (g.k + BK - 1) / BK;
 
@@ -164,88 +166,93 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemm_kernel(const Kernel
     const float* a = g.a + z * g.stride_a;
     const float* b = g.b + z * g.stride_b;
     float* c = g.c + z * g.stride_c;
+    // Row tiles with a grid stride over gridDim.y, as the batch over gridDim.z: a device's grid
+    // may have fewer rows of blocks than the matrix has tiles.
+    for (int tile = static_cast<int>(blockIdx.y); tile < row_tiles; tile += static_cast<int>(gridDim.y)) {
+      const int row0 = tile * BM;
 
-    float acc[TM][TN];
+      float acc[TM][TN];
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    const LoadA load_a(a, g.lda, row0, g.m, g.k, g.vec_a);
-    const LoadB load_b(b, g.ldb, col0, g.n, g.k, g.vec_b);
-    float va[4], vb[4];
-    if (k_tiles > 0) {
-      load_a.load(0, va);
-      load_b.load(0, vb);
-      LoadA::store(sa[0], va);
-      LoadB::store(sb[0], vb);
-    }
-    __syncthreads();
-
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int cur = kt & 1;
-      const bool more = kt + 1 < k_tiles;
-      if (more) {  // fetch the next tile while this one is multiplied
-        load_a.load((kt + 1) * BK, va);
-        load_b.load((kt + 1) * BK, vb);
-      }
-      const float* As = sa[cur];
-      const float* Bs = sb[cur];
-#pragma unroll
-      for (int kk = 0; kk < BK; ++kk) {
-        float ra[TM], rb[TN];
-#pragma unroll
-        for (int f = 0; f < kFragA; ++f) {
-          const float4 q = *reinterpret_cast<const float4*>(As + kk * kLdA + f * kStepA + ty * 4);
-          ra[f * 4 + 0] = q.x, ra[f * 4 + 1] = q.y, ra[f * 4 + 2] = q.z, ra[f * 4 + 3] = q.w;
-        }
-#pragma unroll
-        for (int f = 0; f < kFragB; ++f) {
-          const float4 q = *reinterpret_cast<const float4*>(Bs + kk * kLdB + f * kStepB + tx * 4);
-          rb[f * 4 + 0] = q.x, rb[f * 4 + 1] = q.y, rb[f * 4 + 2] = q.z, rb[f * 4 + 3] = q.w;
-        }
-#pragma unroll
-        for (int i = 0; i < TM; ++i)
-#pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
-      }
-      if (more) {  // the other buffer was last read before the previous barrier
-        LoadA::store(sa[cur ^ 1], va);
-        LoadB::store(sb[cur ^ 1], vb);
+      const LoadA load_a(a, g.lda, row0, g.m, g.k, g.vec_a);
+      const LoadB load_b(b, g.ldb, col0, g.n, g.k, g.vec_b);
+      float va[4], vb[4];
+      if (k_tiles > 0) {
+        load_a.load(0, va);
+        load_b.load(0, vb);
+        LoadA::store(sa[0], va);
+        LoadB::store(sb[0], vb);
       }
       __syncthreads();
-    }
 
-    // Epilogue: alpha, beta C, bias, activation; each 4-wide column fragment stored at once.
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int row = row0 + (i / 4) * kStepA + ty * 4 + i % 4;
-      if (row >= g.m) continue;
-      float* crow = c + static_cast<int64_t>(row) * g.ldc;
-#pragma unroll
-      for (int f = 0; f < kFragB; ++f) {
-        const int col = col0 + f * kStepB + tx * 4;
-        if (col >= g.n) continue;
-        float out[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        const bool whole = g.vec_c && col + 3 < g.n;
-        if (g.beta != 0.0f && whole) {
-          const float4 q = *reinterpret_cast<const float4*>(crow + col);
-          out[0] = q.x, out[1] = q.y, out[2] = q.z, out[3] = q.w;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int cur = kt & 1;
+        const bool more = kt + 1 < k_tiles;
+        if (more) {  // fetch the next tile while this one is multiplied
+          load_a.load((kt + 1) * BK, va);
+          load_b.load((kt + 1) * BK, vb);
         }
+        const float* As = sa[cur];
+        const float* Bs = sb[cur];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (!whole && col + j >= g.n) break;
-          float v = g.alpha * acc[i][f * 4 + j];
-          if (g.beta != 0.0f) v = fmaf(g.beta, whole ? out[j] : crow[col + j], v);
-          if (g.bias != nullptr) v += __ldg(g.bias + col + j);
-          out[j] = apply_activation(v, g.activation);
-          if (!whole) crow[col + j] = out[j];
+        for (int kk = 0; kk < BK; ++kk) {
+          float ra[TM], rb[TN];
+#pragma unroll
+          for (int f = 0; f < kFragA; ++f) {
+            const float4 q = *reinterpret_cast<const float4*>(As + kk * kLdA + f * kStepA + ty * 4);
+            ra[f * 4 + 0] = q.x, ra[f * 4 + 1] = q.y, ra[f * 4 + 2] = q.z, ra[f * 4 + 3] = q.w;
+          }
+#pragma unroll
+          for (int f = 0; f < kFragB; ++f) {
+            const float4 q = *reinterpret_cast<const float4*>(Bs + kk * kLdB + f * kStepB + tx * 4);
+            rb[f * 4 + 0] = q.x, rb[f * 4 + 1] = q.y, rb[f * 4 + 2] = q.z, rb[f * 4 + 3] = q.w;
+          }
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
         }
-        if (whole) *reinterpret_cast<float4*>(crow + col) = make_float4(out[0], out[1], out[2], out[3]);
+        if (more) {  // the other buffer was last read before the previous barrier
+          LoadA::store(sa[cur ^ 1], va);
+          LoadB::store(sb[cur ^ 1], vb);
+        }
+        __syncthreads();
       }
+
+      // Epilogue: alpha, beta C, bias, activation; each 4-wide column fragment stored at once.
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const int row = row0 + (i / 4) * kStepA + ty * 4 + i % 4;
+        if (row >= g.m) continue;
+        float* crow = c + static_cast<int64_t>(row) * g.ldc;
+#pragma unroll
+        for (int f = 0; f < kFragB; ++f) {
+          const int col = col0 + f * kStepB + tx * 4;
+          if (col >= g.n) continue;
+          float out[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          const bool whole = g.vec_c && col + 3 < g.n;
+          if (g.beta != 0.0f && whole) {
+            const float4 q = *reinterpret_cast<const float4*>(crow + col);
+            out[0] = q.x, out[1] = q.y, out[2] = q.z, out[3] = q.w;
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (!whole && col + j >= g.n) break;
+            float v = g.alpha * acc[i][f * 4 + j];
+            if (g.beta != 0.0f) v = fmaf(g.beta, whole ? out[j] : crow[col + j], v);
+            if (g.bias != nullptr) v += __ldg(g.bias + col + j);
+            out[j] = apply_activation(v, g.activation);
+            if (!whole) crow[col + j] = out[j];
+          }
+          if (whole) *reinterpret_cast<float4*>(crow + col) = make_float4(out[0], out[1], out[2], out[3]);
+        }
+      }
+      // The next tile or batch entry refills sa[0]/sb[0]: every thread must have finished reading them.
+      __syncthreads();
     }
-    // The next batch entry refills sa[0]/sb[0]: every thread must have finished reading them.
-    __syncthreads();
   }
 }
 
@@ -256,24 +263,14 @@ bool vectorisable(const void* p, int64_t ld, int64_t stride, int64_t batch) {
   return aligned16(p) && ld % 4 == 0 && (batch == 1 || stride % 4 == 0);
 }
 
-int sm_count() {
-  int device = 0;
-  RINGGRAD_CUDA_CHECK(cudaGetDevice(&device));
-  static std::atomic<int> cached[64] = {};  // per device; device workers may ask concurrently
-  if (device >= 0 && device < 64) {
-    const int known = cached[device].load(std::memory_order_relaxed);
-    if (known > 0) return known;
-  }
-  int sms = 0;
-  RINGGRAD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (device >= 0 && device < 64) cached[device].store(sms, std::memory_order_relaxed);
-  return sms;
-}
+int sm_count() { return current_device_limits().sms; }
 
 template <int BM, int BN, int BK, int TM, int TN, int kMinBlocks>
 void launch_tile(const KernelArgs& g, bool trans_a, bool trans_b, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((g.n + BN - 1) / BN), static_cast<unsigned>((g.m + BM - 1) / BM),
-                  static_cast<unsigned>(g.batch < 65535 ? g.batch : 65535));
+  const DeviceLimits& limits = current_device_limits();
+  const dim3 grid(static_cast<unsigned>((g.n + BN - 1) / BN),
+                  static_cast<unsigned>(std::min<int64_t>((g.m + BM - 1) / BM, limits.max_grid[1])),
+                  static_cast<unsigned>(std::min<int64_t>(g.batch, limits.max_grid[2])));
   const auto launch = [&](auto kernel) { launch_kernel("gemm_kernel", kernel, grid, kThreads, 0, stream, g); };
   if (!trans_a && !trans_b)
     launch(gemm_kernel<BM, BN, BK, TM, TN, false, false, kMinBlocks>);
@@ -298,7 +295,6 @@ void gemm_f32(const GemmArgs& args, cudaStream_t stream, int large_tile_blocks_p
   if (args.m > kMaxDim || args.n > kMaxDim || args.k > kMaxDim)
     throw Error(detail::str("gemm_f32: sizes m=", args.m, " n=", args.n, " k=", args.k, " exceed 2^31"));
   if (args.m == 0 || args.n == 0 || args.batch == 0) return;
-  if ((args.m + 63) / 64 > 65535) throw Error(detail::str("gemm_f32: m=", args.m, " needs more than 65535 row tiles"));
 
   KernelArgs g;
   g.m = static_cast<int>(args.m), g.n = static_cast<int>(args.n), g.k = static_cast<int>(args.k);

@@ -16,6 +16,7 @@
 #include <ringgrad/core/base/dtype.h>
 #include <ringgrad/core/base/error.h>
 #include <ringgrad/core/base/strided.h>
+#include "kernels/cuda/runtime.h"
 
 namespace ringgrad {
 namespace kernels {
@@ -25,14 +26,13 @@ using bf16 = __nv_bfloat16;
 using f16 = __half;
 
 constexpr int kThreads = 256;
-// Enough resident blocks to fill an H200 (132 SMs x 2048 threads = 8 blocks of 256 per SM) several
-// times over; grid-stride loops cover anything larger.
-constexpr int64_t kMaxBlocks = 132 * 8 * 4;
 
-// Blocks of `threads` for `work` independent items, at least one, capped at kMaxBlocks.
+// Blocks of `threads` for `work` independent items, at least one, capped at what fills the current
+// device several times over (an H200: 132 SMs x 8 blocks of 256 x 4); grid-stride loops cover the rest.
 inline unsigned blocks_for(int64_t work, int threads = kThreads) {
   const int64_t blocks = (work + threads - 1) / threads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, kMaxBlocks)));
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(blocks, current_device_limits().busy_blocks(threads))));
 }
 
 __device__ inline int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }

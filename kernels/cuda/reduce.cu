@@ -168,7 +168,7 @@ void launch_reduce(const T* x, T* y, int64_t* indices, int64_t outer, int64_t r,
   } else {
     const dim3 block(kWarp, kColumnRows);
     const dim3 grid(static_cast<unsigned>((inner + kWarp - 1) / kWarp),
-                    static_cast<unsigned>(std::min<int64_t>(outer, 65535)));
+                    static_cast<unsigned>(std::min<int64_t>(outer, current_device_limits().max_grid[1])));
     launch_kernel("reduce_columns_kernel", reduce_columns_kernel<T, kMax>, grid, block, 0, stream, x, y, indices, outer,
                   r, inner);
   }

@@ -6,6 +6,7 @@
 
 #include <cuda.h>  // the driver's types only: its functions are reached through the runtime, so no -lcuda
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -194,6 +195,33 @@ void Event::record(cudaStream_t stream) {
 }
 
 void Event::wait_in(cudaStream_t stream) const { RINGGRAD_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0)); }
+
+int64_t DeviceLimits::busy_blocks(int threads) const {
+  const int64_t per_sm = std::max<int64_t>(1, threads_per_sm / std::max(1, threads));
+  return std::min<int64_t>(max_grid[0], std::max<int64_t>(1, int64_t{sms} * per_sm * 4));
+}
+
+const DeviceLimits& device_limits(int device) {
+  check_device(device, "device_limits");
+  static std::mutex mutex;
+  static auto* known = new std::map<int, DeviceLimits>();  // never destroyed: kernels may launch at exit
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = known->find(device);
+  if (it != known->end()) return it->second;
+  cudaDeviceProp prop{};
+  RINGGRAD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  DeviceLimits limits;
+  limits.sms = std::max(1, prop.multiProcessorCount);
+  limits.threads_per_sm = std::max(1, prop.maxThreadsPerMultiProcessor);
+  for (int d = 0; d < 3; ++d) limits.max_grid[d] = std::max(1, prop.maxGridSize[d]);
+  return known->emplace(device, limits).first->second;  // std::map: references stay valid
+}
+
+const DeviceLimits& current_device_limits() {
+  int device = 0;
+  RINGGRAD_CUDA_CHECK(cudaGetDevice(&device));
+  return device_limits(device);
+}
 
 bool can_access_peer(int dst_device, int src_device) {
   static std::mutex mutex;

@@ -83,6 +83,20 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+// The limits a launch must respect, from the device's properties: every kernel sizes its grid from
+// here, never from constants, so a device with fewer SMs or a smaller grid (the kernel emulator's
+// small-device mode) makes every grid-stride and block loop run several trips.
+struct DeviceLimits {
+  int sms = 1;                      // streaming multiprocessors
+  int threads_per_sm = 2048;        // resident threads per SM
+  int64_t max_grid[3] = {1, 1, 1};  // gridDim.x, .y, .z
+  // Blocks of `threads` that keep every SM busy several times over (grid-stride loops cover more).
+  int64_t busy_blocks(int threads) const;
+};
+// The limits of `device` (read once per device), and of the current device.
+const DeviceLimits& device_limits(int device);
+const DeviceLimits& current_device_limits();
+
 // Whether `dst_device` can read and write `src_device`'s memory directly (NVLink or PCIe P2P); the
 // first query for a pair also enables that access. Cached per pair.
 bool can_access_peer(int dst_device, int src_device);

@@ -126,15 +126,23 @@ TEST_CASE("cuda emulator: a launch with a bad configuration or stream is an erro
   cudaFree(d);
 }
 
-TEST_CASE("cuda emulator: every device is an H200", "[cuda-emu]") {
+TEST_CASE("cuda emulator: every device is an H200, or a small one in small-device mode", "[cuda-emu]") {
   int count = 0;
   REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
   CHECK(count >= 1);
   cudaDeviceProp prop{};
   REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
   CHECK(std::string(prop.name).find("H200") != std::string::npos);
-  CHECK(prop.multiProcessorCount == 132);
   CHECK(prop.major == 9);
+  const char* small = std::getenv("RINGGRAD_EMU_SMALL_DEVICE");
+  if (small != nullptr && std::string(small) == "1") {
+    CHECK(prop.multiProcessorCount == 2);
+    CHECK(prop.maxGridSize[1] == 3);
+    CHECK(prop.maxGridSize[2] == 3);
+  } else {
+    CHECK(prop.multiProcessorCount == 132);
+    CHECK(prop.maxGridSize[1] == 65535);
+  }
   CHECK(cudaGetDeviceProperties(&prop, count) == cudaErrorInvalidDevice);
   (void)cudaGetLastError();
 }

@@ -120,6 +120,16 @@ int device_count() {
 
 int current_device() { return t_current_device; }
 
+bool small_device() {
+  static const bool small = [] {
+    const char* env = std::getenv("RINGGRAD_EMU_SMALL_DEVICE");
+    if (env == nullptr || *env == '\0' || std::string(env) == "0") return false;
+    if (std::string(env) == "1") return true;
+    fatal("RINGGRAD_EMU_SMALL_DEVICE: expected 0 or 1, got '" + std::string(env) + "'");
+  }();
+  return small;
+}
+
 bool peer_access_enabled(int from, int to) {
   std::lock_guard<std::mutex> lock(g_handles_mutex);
   return g_peers.count({from, to}) != 0;
@@ -257,10 +267,17 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[0] = 2147483647, prop->maxGridSize[1] = 65535, prop->maxGridSize[2] = 65535;
   prop->major = 9, prop->minor = 0;
   prop->multiProcessorCount = 132;
+  prop->maxThreadsPerMultiProcessor = 2048;
+  if (small_device()) {
+    // Few SMs and a grid three blocks high and deep: kernels that size their grids from these
+    // properties then run every grid-stride loop (over x, y and z) several times in small tests.
+    prop->maxGridSize[1] = 3, prop->maxGridSize[2] = 3;
+    prop->multiProcessorCount = 2;
+    prop->maxThreadsPerMultiProcessor = 512;
+  }
   prop->l2CacheSize = 50 * 1024 * 1024;
   prop->memoryBusWidth = 6144;
   prop->sharedMemPerMultiprocessor = 228 * 1024;
-  prop->maxThreadsPerMultiProcessor = 2048;
   return cudaSuccess;
 }
 

@@ -296,8 +296,9 @@ bool valid_configuration(const Launch& l, std::string* why) {
   std::ostringstream out;
   if (g.x == 0 || g.y == 0 || g.z == 0 || bd.x == 0 || bd.y == 0 || bd.z == 0) {
     out << "a zero dimension";
-  } else if (g.x > 2147483647u || g.y > 65535u || g.z > 65535u) {
-    out << "grid " << g.x << 'x' << g.y << 'x' << g.z << " beyond (2^31-1)x65535x65535";
+  } else if (const unsigned most = small_device() ? 3u : 65535u; g.x > 2147483647u || g.y > most || g.z > most) {
+    out << "grid " << g.x << 'x' << g.y << 'x' << g.z << " beyond (2^31-1)x" << most << 'x' << most
+        << (small_device() ? " (RINGGRAD_EMU_SMALL_DEVICE)" : "");
   } else if (bd.x > 1024u || bd.y > 1024u || bd.z > 64u || static_cast<uint64_t>(bd.x) * bd.y * bd.z > 1024u) {
     out << "block " << bd.x << 'x' << bd.y << 'x' << bd.z << " beyond 1024 threads (or 1024x1024x64)";
   } else if (l.shared_bytes > 48 * 1024) {

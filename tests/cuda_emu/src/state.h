@@ -21,6 +21,8 @@ cudaError_t fail(cudaError_t error, const std::string& why);
 
 int device_count();
 int current_device();
+// RINGGRAD_EMU_SMALL_DEVICE=1: every device reports 2 SMs and a maximum grid of (2^31-1) x 3 x 3.
+bool small_device();
 // Makes sure this thread has a current context (creating one on its current device, as the CUDA
 // runtime does lazily); every call that needs one calls this first. Returns the error to return.
 cudaError_t use_context(const char* call);
