@@ -2,9 +2,9 @@
 // gradients with -- right bytes in both directions, ordered after the ready point, and (on a real
 // GPU only) not waiting for the kernels queued after it.
 //
-// Label `cuda`: these tests FAIL without a GPU. The one tagged [async] checks real asynchronous
-// ordering, which the kernel emulator does not model (its streams run work as it is queued), so
-// the emulated run leaves it out.
+// Label `cuda`: these tests FAIL without a GPU. The one tagged [async] checks that a copy really
+// overlaps 0.7 TFLOP of products, which needs a GPU's speed, so the emulated run leaves it out (the
+// emulator's lazy streams check the ordering itself: tests/cuda_emu/planted_async.cpp).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -57,11 +57,12 @@ TEST_CASE("cuda staging: a copy to pinned memory does not wait for kernels queue
   require_gpu();
   const Tensor a = seeded_host({2048, 2048}, DType::f32, 31).to(Device::cuda(0));
   const Tensor grad = seeded_host({4096}, DType::f32, 32).to(Device::cuda(0));
+  // Pinned memory first: cudaHostAlloc may synchronise the device, which would finish the products.
+  Allocator& pinned = cuda_pinned_allocator();
+  void* host = pinned.allocate(4096 * 4, Device::cpu());
   auto ready = cuda_mark_ready(0);
   Tensor busy = a;
   for (int i = 0; i < 40; ++i) busy = matmul(busy, a) * 1e-3;  // ~0.7 TFLOP queued after the ready point
-  Allocator& pinned = cuda_pinned_allocator();
-  void* host = pinned.allocate(4096 * 4, Device::cpu());
   cuda_copy_to_pinned(*ready, grad.data(), host, 4096 * 4);
   // The compute stream must still be busy with the products: the copy waited for `ready` only.
   const cudaError_t state = cudaStreamQuery(kernels::cuda::stream_for(0));
