@@ -16,14 +16,26 @@ each test whose program is missing, 0 otherwise; 2 on a usage error.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def labelled_tests(ctest, build, labels):
-    """(name, program) for every test with a label matching `labels`."""
-    listing = subprocess.run([ctest, "--test-dir", build, "-N", "-L", labels, "--show-only=json-v1"],
-                             check=True, capture_output=True, text=True).stdout
+    """(name, program) for every test with a label matching `labels`.
+
+    ctest writes Testing/Temporary/ (LastTest.log, CTestCostData.txt) even for -N, and this runs as a
+    test while a ctest is running in `build`: it asks about a copy of the build's CTestTestfile.cmake
+    tree instead (the files they include are named by absolute paths, and are only read)."""
+    with tempfile.TemporaryDirectory(prefix="check_test_programs-") as mirror:
+        for folder, _, files in os.walk(build):
+            if "CTestTestfile.cmake" in files:
+                target = os.path.join(mirror, os.path.relpath(folder, build))
+                os.makedirs(target, exist_ok=True)
+                shutil.copy(os.path.join(folder, "CTestTestfile.cmake"), target)
+        listing = subprocess.run([ctest, "--test-dir", mirror, "-N", "-L", labels, "--show-only=json-v1"],
+                                 check=True, capture_output=True, text=True).stdout
     tests = []
     for test in json.loads(listing).get("tests", []):
         command = test.get("command") or []

@@ -410,6 +410,14 @@ void check_kernel_pointer(const Launch& l, int parameter, const void* ptr) {
           ", which cuda:" + std::to_string(device) + " has no peer access to");
 }
 
+bool parse_random(const std::string& text, uint64_t* seed) {
+  if (text == "random") return true;
+  if (text.rfind("random:", 0) != 0 || text.size() == 7 || text.find_first_not_of("0123456789", 7) != std::string::npos)
+    return false;
+  *seed = std::stoull(text.substr(7));
+  return true;
+}
+
 Schedule parse_schedule(const std::string& text) {
   Schedule s;
   if (text.empty() || text == "forward") return s;
@@ -417,13 +425,9 @@ Schedule parse_schedule(const std::string& text) {
     s.order = Order::Reverse;
     return s;
   }
-  if (text.rfind("random", 0) == 0) {
+  if (parse_random(text, &s.seed)) {
     s.order = Order::Random;
-    if (text.size() == 6) return s;
-    if (text[6] == ':' && text.size() > 7 && text.find_first_not_of("0123456789", 7) == std::string::npos) {
-      s.seed = std::stoull(text.substr(7));
-      return s;
-    }
+    return s;
   }
   throw std::invalid_argument("RINGGRAD_EMU_SCHEDULE: expected forward, reverse, random or random:SEED, got '" + text +
                               "'");

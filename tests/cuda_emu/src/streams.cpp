@@ -232,13 +232,9 @@ StreamSettings parse_stream_settings(const std::string& text) {
     s.mode = StreamMode::Lazy;
     return s;
   }
-  if (text.rfind("random", 0) == 0) {
+  if (parse_random(text, &s.seed)) {
     s.mode = StreamMode::Random;
-    if (text.size() == 6) return s;
-    if (text[6] == ':' && text.size() > 7 && text.find_first_not_of("0123456789", 7) == std::string::npos) {
-      s.seed = std::stoull(text.substr(7));
-      return s;
-    }
+    return s;
   }
   throw std::invalid_argument("RINGGRAD_EMU_STREAMS: expected eager, lazy, random or random:SEED, got '" + text + "'");
 }
