@@ -22,9 +22,6 @@ namespace kernels {
 namespace {
 
 constexpr int kThreadsPerBlock = 256;
-// 1024 blocks of 256 threads give every SM of an H200 (132 SMs) several blocks to schedule; the
-// grid-stride loop covers larger arrays.
-constexpr int64_t kMaxBlocks = 1024;
 
 __global__ void saxpy_kernel(int64_t n, float a, const float* __restrict__ x, float* __restrict__ y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -59,7 +56,9 @@ void cuda_probe_saxpy(float a, const std::vector<float>& x, std::vector<float>& 
   DeviceBuffer dx(bytes), dy(bytes);
   RINGGRAD_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), bytes, cudaMemcpyHostToDevice));
   RINGGRAD_CUDA_CHECK(cudaMemcpy(dy.get(), y.data(), bytes, cudaMemcpyHostToDevice));
-  const int64_t blocks = std::min<int64_t>((n + kThreadsPerBlock - 1) / kThreadsPerBlock, kMaxBlocks);
+  // Enough blocks to keep every SM busy (device_limits); the grid-stride loop covers larger arrays.
+  const int64_t blocks = std::min<int64_t>((n + kThreadsPerBlock - 1) / kThreadsPerBlock,
+                                           cuda::current_device_limits().busy_blocks(kThreadsPerBlock));
   cuda::launch_kernel("saxpy_kernel", saxpy_kernel, static_cast<unsigned>(blocks), kThreadsPerBlock, 0, nullptr, n, a,
                       dx.get(), dy.get());
   // A blocking copy on the default stream: it waits for the kernel, and reports its faults.

@@ -220,7 +220,11 @@ const DeviceLimits& device_limits(int device) {
 const DeviceLimits& current_device_limits() {
   int device = 0;
   RINGGRAD_CUDA_CHECK(cudaGetDevice(&device));
-  return device_limits(device);
+  // Every launch asks: each thread keeps the answers it has had, so the hot path takes no lock.
+  thread_local const DeviceLimits* known[64] = {};
+  if (device < 0 || device >= 64) return device_limits(device);
+  if (known[device] == nullptr) known[device] = &device_limits(device);  // std::map: the address stays
+  return *known[device];
 }
 
 bool can_access_peer(int dst_device, int src_device) {

@@ -6,8 +6,8 @@
 //   - every device is an emulated H200 (RINGGRAD_EMU_DEVICES of them, default 2);
 //   - device memory is exactly sized host memory, kept in a registry, so copies are checked for
 //     direction and bounds, and AddressSanitizer sees every byte past the end of an allocation;
-//   - streams run their work at once, in the order it is queued (the emulator checks kernels'
-//     logic, not asynchronous ordering); events are points in that order;
+//   - streams are queues whose work runs at once, only when the host forces it, or at random
+//     moments (RINGGRAD_EMU_STREAMS, src/streams.cpp); events are points in those queues;
 //   - contexts are created as CUDA 12 creates them: by cudaSetDevice, or by the first call that
 //     needs one on a thread that has none (on the thread's current device, cuda:0 unless set). The
 //     emulator records them (cuda_emu/control.h), and RINGGRAD_EMU_EXCLUSIVE gives each device to
