@@ -10,7 +10,8 @@
 # CUDA toolkit's compilation flags for them, and nvcc compiles them with warnings as errors instead.
 #
 # Environment: RINGGRAD_TIDY_BUILD_DIR (default build-tidy), RINGGRAD_JOBS (default all cores),
-# RINGGRAD_TIDY_CACHE (where clean results are kept, default ~/.cache/ringgrad-tidy; empty: none).
+# RINGGRAD_TIDY_CACHE (where clean results are kept, default ~/.cache/ringgrad-tidy; empty: none, and
+# tools/tidy_passed.txt, the record of the tree's clean sources that every run updates, is not read).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -31,7 +32,8 @@ fi
 # A source that passed before exactly as it is now (the same clang-tidy, .clang-tidy, flags, and text
 # with every header expanded) passes again: tools/tidy_cache.py keeps those results, and only the
 # others are checked. Every source is still checked on every run, by running clang-tidy or by that
-# record; a finding is never recorded.
+# record; a finding is never recorded. The record is kept in ~/.cache and, for the sources as they are
+# in the tree, in tools/tidy_passed.txt, which a clean clone (CI's) reads: commit it with your change.
 python3 tools/tidy_cache.py unchecked "$build_dir" "${sources[@]}" >"$build_dir/tidy-unchecked.txt"
 mapfile -t unchecked <"$build_dir/tidy-unchecked.txt"
 echo "tidy: ${#sources[@]} sources, ${#unchecked[@]} to check now, $jobs at a time (checks: .clang-tidy);" \

@@ -11,7 +11,15 @@ command (less its output paths) and the file as the compiler sees it, every head
 (`clang++ -E`), so an edited header, macro or flag is a different key. Only clean results are kept;
 a finding is never cached, so a source with one is checked, and fails, every time. tools/tidy.sh
 uses it; the records live in ${XDG_CACHE_HOME:-~/.cache}/ringgrad-tidy (RINGGRAD_TIDY_CACHE moves it;
-an empty RINGGRAD_TIDY_CACHE turns the cache off).
+an empty RINGGRAD_TIDY_CACHE turns the cache off and ignores the checked-in record too).
+
+tools/tidy_passed.txt is the checked-in copy of the same knowledge for the sources as they are in the
+tree: a line `KEY PATH` for each library source whose current text passed. Every run brings it up to
+date (commit it with your change), and a clean clone, such as CI's, reads it: a source unchanged since
+its last clean check is not checked again, on any machine with the same clang-tidy and system headers
+(the keys hold both). A changed source, header or flag has a new key, which no line matches. Like
+.clang-tidy itself, the file is trusted as part of the tree: a line forged for a key it never passed
+would skip that check.
 """
 import concurrent.futures
 import hashlib
@@ -27,6 +35,48 @@ def cache_dir():
         return os.environ["RINGGRAD_TIDY_CACHE"] or None
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ringgrad-tidy")
+
+
+RECORD = os.path.join("tools", "tidy_passed.txt")
+RECORD_HEADER = (
+    "# Sources clang-tidy 14 passed, by the key of everything that decided it (tools/tidy_cache.py).\n"
+    "# Brought up to date by every tools/tidy.sh run: commit it with your change.\n")
+
+
+def read_record():
+    """{path: key} from the checked-in record; a missing or unreadable file is an empty record."""
+    found = {}
+    try:
+        with open(RECORD, encoding="utf-8") as data:
+            for line in data:
+                parts = line.split()
+                if len(parts) == 2 and not line.startswith("#") and len(parts[0]) == 64:
+                    found[parts[1]] = parts[0]
+    except OSError:
+        pass
+    return found
+
+
+def tree_path(path):
+    """A source's path as the record names it: relative to the checkout (tools/tidy.sh runs there)."""
+    return os.path.relpath(os.path.realpath(path))
+
+
+def write_record(found):
+    """Replaces the record (a temporary file renamed over it, so a killed run leaves the old one)."""
+    lines = [f"{key} {path}\n" for path, key in sorted(found.items())
+             if os.path.isfile(path) and not path.startswith("..")]
+    text = RECORD_HEADER + "".join(lines)
+    try:
+        with open(RECORD, encoding="utf-8") as old:
+            if old.read() == text:
+                return
+    except OSError:
+        pass
+    temporary = RECORD + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temporary, RECORD)
 
 
 def preprocess_command(entry):
@@ -97,13 +147,19 @@ def main():
     # `unchecked` leaves the keys it computed for `passed`, which follows it in the same run: the
     # files are not preprocessed twice.
     keys_file = os.path.join(build_dir, "tidy-keys.json")
+    record = read_record()
+    recorded_keys = set(record.values())
     if what == "unchecked":
         found = keys(build_dir, files)
         with open(keys_file, "w", encoding="utf-8") as out:
             json.dump(found, out)
         for path, key in found.items():
-            if not (key and os.path.exists(os.path.join(where, key))):
+            if key and (key in recorded_keys or os.path.exists(os.path.join(where, key))):
+                record[tree_path(path)] = key  # passed before, here or in the tree's record
+            else:
+                record.pop(tree_path(path), None)  # until it passes as it is now
                 print(path)
+        write_record(record)
         return 0
     with open(keys_file, encoding="utf-8") as data:
         found = json.load(data)
@@ -112,6 +168,8 @@ def main():
         if key:
             with open(os.path.join(where, key), "w", encoding="utf-8") as mark:
                 mark.write(path + "\n")
+            record[tree_path(path)] = key
+    write_record(record)
     return 0
 
 

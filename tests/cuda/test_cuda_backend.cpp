@@ -226,7 +226,7 @@ TEST_CASE("cuda backend: sum, max and scatter_add_dim agree with the CPU", "[cud
 TEST_CASE("cuda backend: gemm agrees with the CPU for every transpose and epilogue", "[cuda]") {
   require_gpu();
   const auto [m, n, k] =
-      GENERATE(table<int64_t, int64_t, int64_t>({{1, 1, 1}, {7, 33, 129}, {129, 7, 33}, {1000, 777, 513}}));
+      GENERATE(table<int64_t, int64_t, int64_t>({{1, 1, 1}, {7, 33, 129}, {129, 7, 33}, {401, 133, 513}}));
   const bool trans_a = GENERATE(false, true);
   const bool trans_b = GENERATE(false, true);
   const int epilogue = GENERATE(0, 1, 2);  // none; bias + ReLU; bias + GELU-tanh, with beta = 0.5

@@ -19,6 +19,7 @@
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/probe.h"
+#include "kernels/cuda/runtime.h"
 #include "cuda_test_util.h"
 
 using namespace ringgrad;
@@ -192,7 +193,9 @@ void check_case(const Case& cs, uint32_t seed) {
 TEST_CASE("gemm: CUDA kernels agree with the CPU for every transpose, beta and epilogue", "[cuda][kernels]") {
   require_gpu();
   const auto [m, n, k] =
-      GENERATE(table<int64_t, int64_t, int64_t>({{1, 1, 1}, {17, 33, 65}, {128, 96, 257}, {1000, 777, 513}}));
+      GENERATE(table<int64_t, int64_t, int64_t>({{1, 1, 1}, {17, 33, 65}, {128, 96, 257}, {401, 133, 513}}));
+  // 401 x 133: 7 x 3 tiles of 64 on a GPU; on the emulator's small device (grids 3 high), 4 row tiles
+  // of 128, so the row-tile grid stride makes a second trip. k = 513: 65 steps of 8 and a partial one.
   const bool trans_a = GENERATE(false, true);
   const bool trans_b = GENERATE(false, true);
   const double beta = GENERATE(0.0, 0.5);
@@ -268,7 +271,8 @@ TEST_CASE("gemm: large batch walks the grid stride over batch entries", "[cuda][
   require_gpu();
   Case cs;
   cs.m = 3, cs.n = 5, cs.k = 4;
-  cs.batch = 70000;  // more than gridDim.z's 65535
+  // More entries than the device's grid is deep (65535 on a GPU, 3 on the emulator's small device).
+  cs.batch = cuda::current_device_limits().max_grid[2] + 5;
   cs.share_b = true;
   cs.bias = true, cs.activation = Activation::Relu;
   check_case(cs, 41);
