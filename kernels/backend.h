@@ -114,7 +114,8 @@ struct Backend {
 
   // --- elementwise -------------------------------------------------------------------------------
   /// y[i] = f(x[i]) for the functor of `op` (kernels/unary_ops.h); `alpha` is the scalar of the
-  /// scalar ops (AddScalar, MulScalar, RDivScalar, PowScalar), ignored by the others.
+  /// scalar ops (AddScalar, MulScalar, RDivScalar, PowScalar), ignored by the others. y may be x
+  /// (in place); any other overlap is the caller's error.
   virtual void unary(UnaryOp op, DType dt, const void* x, void* y, int64_t n, double alpha, Stream s) = 0;
   /// dx = dy * f'(.) where `saved` is x or y as unary_saved(op) says (null for ops that save none).
   virtual void unary_backward(UnaryOp op, DType dt, const void* saved, const void* dy, void* dx, int64_t n,

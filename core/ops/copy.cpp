@@ -5,6 +5,9 @@
 // the source dtype) or pass it through unchanged.
 #include "core/ops/op_utils.h"
 
+#include <cstdint>
+#include <utility>
+
 namespace ringgrad {
 namespace {
 
@@ -51,6 +54,34 @@ Tensor copy_to(const Tensor& src, Device device, DType dtype) {
   return dst;
 }
 
+// The bytes of the storage a view can touch, [first, last] (all of it when a stride is negative).
+std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
+  const int64_t size = t.element_size();
+  int64_t first = t.offset() * size, last = first + size - 1;
+  for (int64_t d = 0; d < t.shape().size(); ++d) {
+    if (t.strides()[d] < 0) return {0, INT64_MAX};
+    last += (t.shape()[d] - 1) * t.strides()[d] * size;
+  }
+  return {first, last};
+}
+
+// Whether views of one storage may share an element. A strided copy -- the CPU's loop, a GPU kernel or
+// cudaMemcpy -- between such views has no defined result (part of the source is overwritten before it
+// is read, in an order that depends on the schedule), so copy_ reads a copy of the source instead.
+bool may_overlap(const Tensor& a, const Tensor& b) {
+  if (a.storage() != b.storage()) return false;
+  const auto [a_first, a_last] = byte_span(a);
+  const auto [b_first, b_last] = byte_span(b);
+  return a_first <= b_last && b_first <= a_last;
+}
+
+// The first dimension along which `t` repeats an element (stride 0, more than one index), or -1.
+int repeated_dim(const Tensor& t) {
+  for (int64_t d = 0; d < t.shape().size(); ++d)
+    if (t.strides()[d] == 0 && t.shape()[d] > 1) return static_cast<int>(d);
+  return -1;
+}
+
 }  // namespace
 
 Tensor Tensor::contiguous() const {
@@ -91,6 +122,14 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   RINGGRAD_CHECK(!requires_grad() || is_leaf() || !GradMode::is_enabled(),
                  "copy_: in-place writes to a tensor that is part of a graph are not supported");
   if (numel() == 0) return *this;
+  const int repeated = repeated_dim(*this);
+  RINGGRAD_CHECK(repeated < 0, "copy_: expected a destination whose elements are distinct, got one that repeats ",
+                 "each element along dimension ", repeated, " (stride 0, as expand makes), where the winning ",
+                 "write is undefined; copy into a clone() of it");
+  if (may_overlap(src, *this)) {
+    if (src.offset() == offset() && src.strides() == strides() && src.dtype() == dtype()) return *this;  // itself
+    return copy_(src.detach().clone());
+  }
   // A source on another device is first brought here; then one strided copy (with dtype cast).
   // Logical CPU devices all live in host memory, so between them the strided copy reads the source
   // directly (DataParallel's gather writes each replica's output into its slice this way).

@@ -35,9 +35,11 @@ __device__ inline A unary_derivative(UnaryOp op, A s, A dy, A alpha) {
   return visit_unary(op, [&](auto f) { return decltype(f)::backward(s, dy, alpha); });
 }
 
-// Dense y[i] = f(x[i]): kVec elements per load where the pointers allow, then the tail.
+// Dense y[i] = f(x[i]): kVec elements per load where the pointers allow, then the tail. x may be y
+// (mul_ scales in place): each element is read, then written, by one thread, so no __restrict__ --
+// it would promise the compiler that the two never alias.
 template <typename T, int kVec>
-__global__ void unary_kernel(UnaryOp op, const T* __restrict__ x, T* __restrict__ y, int64_t n, acc_t<T> alpha) {
+__global__ void unary_kernel(UnaryOp op, const T* x, T* y, int64_t n, acc_t<T> alpha) {
   using P = Pack<T, kVec>;
   const int64_t vectors = n / kVec;
   for (int64_t v = global_thread(); v < vectors; v += grid_threads()) {

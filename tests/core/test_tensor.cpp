@@ -396,6 +396,34 @@ TEST_CASE("clone copies the data into new storage", "[tensor]") {
   CHECK(nc.to_vector<double>() == std::vector<double>{1, 2, 6, 7, 11, 12});
 }
 
+TEST_CASE("copy_ between overlapping views of one storage reads the source as it was", "[tensor]") {
+  // Shifting right and left by one (the source and destination overlap in all but one element), a
+  // transpose of a square matrix into itself, and a copy onto itself.
+  Tensor x = arange(int64_t{10}, DType::f64);
+  x.narrow(0, 1, 9).copy_(x.narrow(0, 0, 9));
+  CHECK(x.to_vector<double>() == std::vector<double>{0, 0, 1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor y = arange(int64_t{10}, DType::f64);
+  y.narrow(0, 0, 9).copy_(y.narrow(0, 1, 9));
+  CHECK(y.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 9});
+  Tensor m = arange(int64_t{9}, DType::f32).reshape({3, 3});
+  m.copy_(m.t());
+  CHECK(m.to_vector<float>() == std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+  m.copy_(m);
+  CHECK(m.to_vector<float>() == std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+  // Views that share a storage but no element are copied directly.
+  Tensor z = arange(int64_t{6}, DType::i64);
+  z.narrow(0, 3, 3).copy_(z.narrow(0, 0, 3));
+  CHECK(z.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 0, 1, 2});
+}
+
+TEST_CASE("copy_ into a view that repeats elements (expand) is refused", "[tensor]") {
+  Tensor x = zeros({3}, DType::f32);
+  Tensor repeated = x.narrow(0, 0, 1).expand({4, 1});
+  CHECK_THROWS_WITH(repeated.copy_(ones({4, 1})),
+                    Contains("copy_: expected a destination whose elements are distinct") && Contains("dimension 0"));
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 0, 0});
+}
+
 TEST_CASE("to(dtype) converts values, float to int truncates toward zero", "[tensor]") {
   Tensor d = from_vector<double>({1.5, -2.75, 3.0, 2.7, -2.7, 0.0}, {2, 3});
   Tensor f = d.to(DType::f32);

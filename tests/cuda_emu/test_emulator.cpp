@@ -89,7 +89,8 @@ TEST_CASE("cuda emulator: blocks and threads run in the order of the schedule", 
   cudaFree(d);
 }
 
-TEST_CASE("cuda emulator: copies in the wrong direction, past the end or from null are refused", "[cuda-emu]") {
+TEST_CASE("cuda emulator: copies in the wrong direction, past the end, from null or overlapping are refused",
+          "[cuda-emu]") {
   std::vector<float> host(16, 1.0f);
   float* d = nullptr;
   REQUIRE(cudaMalloc(reinterpret_cast<void**>(&d), 16 * sizeof(float)) == cudaSuccess);
@@ -100,7 +101,9 @@ TEST_CASE("cuda emulator: copies in the wrong direction, past the end or from nu
   CHECK(cudaMemcpy(d, nullptr, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);           // null source
   CHECK(cudaMemcpy(d, nullptr, 0, cudaMemcpyHostToDevice) == cudaSuccess);                     // nothing to copy
   CHECK(cudaMemset(d, 0, 65) == cudaErrorInvalidValue);
-  CHECK(cudaGetLastError() == cudaErrorInvalidValue);  // the last failure, once
+  CHECK(cudaMemcpy(d + 1, d, 32, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue);  // overlapping areas
+  CHECK(cudaMemcpy(d, d + 8, 32, cudaMemcpyDeviceToDevice) == cudaSuccess);            // adjacent: disjoint
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);                                  // the last failure, once
   CHECK(cudaGetLastError() == cudaSuccess);
   CHECK(cudaFree(host.data()) == cudaErrorInvalidValue);  // not device memory
   (void)cudaGetLastError();

@@ -103,6 +103,9 @@ TEST_CASE("flags: an unknown flag is named once, with the program's name once", 
 TEST_CASE("flags: a missing value", "[flags]") {
   CHECK(error_of({"--epochs"}) == "fashion_mnist: --epochs needs a value");
   CHECK(error_of({"--out"}) == "fashion_mnist: --out needs a value");
+  // An empty value (a variable that expanded to nothing) is refused, not taken as "none".
+  CHECK(error_of({"--out", ""}) == "fashion_mnist: --out expects a value, got ''");
+  CHECK(error_of({"--data="}) == "fashion_mnist: --data expects a value, got ''");
   // The next word is a flag, not the value: "--out --epochs 3" forgot the path.
   CHECK(error_of({"--out", "--epochs", "3"}) == "fashion_mnist: --out needs a value");
 }

@@ -221,8 +221,11 @@ class FlagParser {
   // Any text. --help shows default_text if given, else the target's value, else "none".
   Flag& add_string(const std::string& name, std::string* target, std::string help, std::string default_text = "") {
     Flag& f = add(name, std::move(help), "S", default_text.empty() ? *target : default_text);
+    // Never empty: `--save ""` or `--dp "$DEVICES"` with an unset variable is a mistake, and taking it
+    // as "no file" or "no devices" would silently run something else than what was asked.
     f.expected_ = "a value";
     f.assign_ = [target](const std::string& text) {
+      if (text.empty()) return false;
       *target = text;
       return true;
     };

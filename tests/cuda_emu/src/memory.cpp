@@ -85,6 +85,13 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
                                            describe(src) + " to " + describe(dst));
   const std::string what =
       std::string(call) + " of " + std::to_string(n) + " bytes from " + describe(src) + " to " + describe(dst);
+  // CUDA's copies require disjoint memory areas: a GPU's copy engine moves overlapping ones in an
+  // order of its own, so the result is undefined (memmove here would hide that).
+  const char* const first_dst = static_cast<const char*>(dst);
+  const char* const first_src = static_cast<const char*>(src);
+  if (first_dst < first_src + n && first_src < first_dst + n)
+    return fail(cudaErrorInvalidValue,
+                what + ": the source and destination overlap, which a GPU's copy leaves undefined");
   if (s == 'h' && d == 'h') {
     std::memmove(dst, src, n);  // host to host: no stream involved
   } else if (s == 'h' && !is_pinned(src)) {
