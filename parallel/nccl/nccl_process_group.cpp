@@ -138,9 +138,16 @@ size_t bytes_of(const Tensor& t) { return static_cast<size_t>(t.numel() * t.elem
 
 // Polls the communicator until what it does in the background (creation, enqueuing a collective,
 // finalizing) is over. Returns on ncclSuccess; throws on an NCCL error, or once `deadline` passes.
-// Non-blocking communicators answer ncclInProgress until then.
-void wait_until_idle(const NcclShared& s, Clock::time_point deadline, std::chrono::milliseconds budget) {
+// Non-blocking communicators answer ncclInProgress until then. With `poll_in_flight` (the caller holds
+// the group's mutex, so the watchdog cannot poll meanwhile) it also polls the collectives in flight:
+// one past its deadline still fails the group on time, and the wait ends with that failure.
+void wait_until_idle(NcclShared& s, Clock::time_point deadline, std::chrono::milliseconds budget,
+                     bool poll_in_flight = false) {
   for (int polls = 0;; ++polls) {
+    if (poll_in_flight) {
+      s.poll_all();
+      RINGGRAD_CHECK(s.broken.empty(), s.broken);
+    }
     ncclResult_t state = ncclSuccess;
     RINGGRAD_NCCL_CHECK(s.place(), ncclCommGetAsyncError(s.comm, &state));
     if (state == ncclSuccess) return;
@@ -424,8 +431,10 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
   RINGGRAD_CUDA_CHECK(cudaStreamWaitEvent(s.stream, s.compute_ready, 0));
   try {
     // A non-blocking communicator may still be enqueuing (the first collective connects to the
-    // peers) when the call returns; the completion event may be recorded only after it has.
-    if (call(s.place(), s.stream) == ncclInProgress) wait_until_idle(s, Clock::now() + timeout(), timeout());
+    // peers, and NCCL may connect lazily later too) when the call returns; the completion event may
+    // be recorded only after it has. Meanwhile the collectives in flight keep their deadlines.
+    if (call(s.place(), s.stream) == ncclInProgress)
+      wait_until_idle(s, Clock::now() + timeout(), timeout(), /*poll_in_flight=*/true);
   } catch (const std::exception& e) {
     const std::string message = detail::str(description, " on rank ", rank_, ": ", e.what(), "; communicator aborted");
     s.fail(message, work.get());

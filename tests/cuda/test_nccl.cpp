@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -445,3 +446,48 @@ TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and st
   CHECK(second_ms >= 0);
   CHECK(second_ms < 100);  // at once, not after another timeout
 }
+
+#ifdef RINGGRAD_CUDA_EMU
+// Only the emulator's stand-in can make a collective take its time to enqueue
+// (RINGGRAD_EMU_NCCL_SLOW_ENQUEUE): a real NCCL answers ncclInProgress while it connects lazily, which
+// no test can arrange. The launch that waits for it holds the group's mutex, so the watchdog cannot
+// poll meanwhile: the launch polls the collectives in flight itself.
+TEST_CASE("nccl: a collective past its deadline fails on time while a later launch waits for NCCL to enqueue",
+          "[nccl][cuda][multi-gpu]") {
+  require_nccl_gpu();
+  test::require_gpus(2);
+  ::setenv("RINGGRAD_EMU_NCCL_SLOW_ENQUEUE", "3:10000", 1);  // each rank's third collective: 10 s
+  std::promise<void> rank0_done;
+  std::shared_future<void> rank0_finished = rank0_done.get_future().share();
+  std::string error;
+  double error_ms = -1;
+  const auto errors = run_two_ranks([&](int rank, const std::shared_ptr<parallel::ProcessGroup>& pg) {
+    Tensor t = rank_values(rank, 1024, DType::f32, rank);
+    pg->all_reduce(t)->wait();  // both ranks: the connection is up
+    if (rank == 1) {
+      rank0_finished.wait_for(std::chrono::seconds(30));  // never joins the second
+      return;
+    }
+    pg->set_timeout(std::chrono::milliseconds(2000));
+    const auto start = std::chrono::steady_clock::now();
+    auto stuck = pg->all_reduce(t);  // its deadline: 2 s from now
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    try {
+      pg->all_reduce(t);  // enqueues for 10 s; its own deadline would be 3 s from the start
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    error_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    rank0_done.set_value();
+  });
+  ::unsetenv("RINGGRAD_EMU_NCCL_SLOW_ENQUEUE");
+  INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1] << "\nthe second launch: " << error);
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  CHECK_THAT(error, Catch::Contains("all_reduce(sum, 1024 x float32 on cuda:0) on rank 0") &&
+                        Catch::Contains("timed out after 2000 ms") && Catch::Contains("communicator aborted"));
+  INFO("the second launch failed after " << error_ms << " ms");
+  CHECK(error_ms >= 1900);
+  CHECK(error_ms < 2700);  // the first collective's deadline, not the second's (3000 ms)
+}
+#endif

@@ -11,6 +11,10 @@
 //                               for the cuda:0 stream that produces the source
 //   blocking-copy-skips-stream  cudaMemcpy of a result produced on a non-blocking stream: the
 //                               legacy stream it runs on does not wait for non-blocking streams
+//   pinned-reused-before-copy   a pinned staging buffer handed to its next user (as a caching
+//                               allocator would) while the copy that sends it is still queued: the
+//                               next user's writes would be what arrives; the emulator's guard on
+//                               pinned memory stops the program at the first write, naming the copy
 //
 // Each "-fixed" twin adds the one missing synchronisation and is right in every mode.
 #include "planted_kernels.h"
@@ -135,12 +139,43 @@ bool blocking_copy() {
   return right;
 }
 
+// A pinned staging buffer: the caller sends it, "frees" it to a pool of one, and the next caller
+// takes it from the pool and fills it. Four pages, so that the emulator can guard it.
+template <bool kWaits>
+bool pinned_reuse() {
+  constexpr int kFloats = 4096;
+  constexpr size_t kBytes = kFloats * sizeof(float);
+  cudaStream_t stream = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  float* y = nullptr;
+  cudaMalloc(reinterpret_cast<void**>(&y), kBytes);
+  float* staging = nullptr;
+  cudaHostAlloc(reinterpret_cast<void**>(&staging), kBytes, cudaHostAllocPortable);
+  for (int i = 0; i < kFloats; ++i) staging[i] = 1.0f;
+  cudaMemcpyAsync(y, staging, kBytes, cudaMemcpyHostToDevice, stream);
+  float* pool = staging;                      // deallocated to the cache...
+  if (kWaits) cudaStreamSynchronize(stream);  // the planted bug: ...before the copy that reads it has run
+  float* next = pool;                         // ...and the next allocation gets it back
+  for (int i = 0; i < kFloats; ++i) next[i] = 2.0f;
+  std::vector<float> host(kFloats);
+  cudaStreamSynchronize(stream);
+  cudaMemcpy(host.data(), y, kBytes, cudaMemcpyDeviceToHost);
+  bool right = true;
+  for (int i = 0; i < kFloats && right; ++i) right = host[i] == 1.0f;
+  if (!right) std::printf("pinned staging: the GPU received the next user's values\n");
+  cudaFreeHost(staging);
+  cudaFree(y);
+  cudaStreamDestroy(stream);
+  return right;
+}
+
 }  // namespace
 
 std::vector<std::string> async_names() {
-  return {"host-read-before-sync",      "host-read-before-sync-fixed",     "staging-without-wait",
-          "staging-without-wait-fixed", "peer-copy-without-wait",          "peer-copy-without-wait-fixed",
-          "blocking-copy-skips-stream", "blocking-copy-skips-stream-fixed"};
+  return {"host-read-before-sync",          "host-read-before-sync-fixed",      "staging-without-wait",
+          "staging-without-wait-fixed",     "peer-copy-without-wait",           "peer-copy-without-wait-fixed",
+          "blocking-copy-skips-stream",     "blocking-copy-skips-stream-fixed", "pinned-reused-before-copy",
+          "pinned-reused-before-copy-fixed"};
 }
 
 bool run_async(const std::string& name, bool* known) {
@@ -153,6 +188,8 @@ bool run_async(const std::string& name, bool* known) {
   if (name == "peer-copy-without-wait-fixed") return peer_copy<true>();
   if (name == "blocking-copy-skips-stream") return blocking_copy<false>();
   if (name == "blocking-copy-skips-stream-fixed") return blocking_copy<true>();
+  if (name == "pinned-reused-before-copy") return pinned_reuse<false>();
+  if (name == "pinned-reused-before-copy-fixed") return pinned_reuse<true>();
   *known = false;
   return false;
 }

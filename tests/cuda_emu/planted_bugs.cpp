@@ -128,3 +128,24 @@ TEST_CASE("cuda emulator: lazy streams catch a missing stream wait or host synch
     CHECK(lazy.output.find(": wrong") != std::string::npos);
   }
 }
+
+// The same bug class through memory reuse: a pinned staging buffer written by its next user while
+// the copy that sends it is still queued. Without the guard on pinned memory the GPU would receive
+// the new values (a wrong result, some time later); with it the first write stops the program.
+TEST_CASE("cuda emulator: a pinned buffer reused while its copy is queued stops at the first write, naming the copy",
+          "[cuda-emu]") {
+  for (const char* streams : {"eager", "lazy", "random:3"}) {
+    const Outcome fixed = run_planted("pinned-reused-before-copy-fixed", "forward", streams);
+    INFO(streams << ": " << fixed.output);
+    CHECK(fixed.exit_code == 0);
+  }
+  const Outcome eager = run_planted("pinned-reused-before-copy", "forward", "eager");
+  INFO("eager: " << eager.output);
+  CHECK(eager.exit_code == 0);  // the copy ran at the call
+  const Outcome lazy = run_planted("pinned-reused-before-copy", "forward", "lazy");
+  INFO("lazy: " << lazy.output);
+  CHECK(lazy.exit_code != 0);
+  CHECK(lazy.output.find("the host touched pinned memory at") != std::string::npos);
+  CHECK(lazy.output.find("while the queued cudaMemcpyAsync of 16384 bytes from pinned host memory to memory of "
+                         "cuda:0 still reads it") != std::string::npos);
+}

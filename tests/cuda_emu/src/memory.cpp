@@ -16,7 +16,11 @@
 //     is known done, changes what arrives -- as on a GPU;
 //   - into pinned memory: the destination reads as NaN (all bytes 0xFF) from the call until the copy
 //     runs, so a host read that did not wait sees garbage, not the right answer by luck;
-//   - into pageable memory: the call returns when the copy is done (CUDA's rule, too).
+//   - into pageable memory: the call returns when the copy is done (CUDA's rule, too);
+//   - pinned memory under a queued copy is protected from the host until the copy runs: read-only
+//     while a copy reads it, inaccessible while one writes it (pinned_guard.h), so a host write
+//     into a staging buffer still being sent, or a read of a result not yet there, stops the
+//     program naming the copy. Pinned buffers start on a page for that.
 // The blocking calls (cudaMemcpy, cudaMemset, cudaMemcpyPeer) run on the legacy stream and wait for
 // it; cudaFree and cudaFreeHost wait for all queued work, as CUDA's do.
 #include <cstdlib>
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "cuda_emu/runtime_api.h"
+#include "pinned_guard.h"
 #include "state.h"
 #include "streams.h"
 
@@ -41,6 +46,7 @@ std::map<uintptr_t, Region>& g_regions = *new std::map<uintptr_t, Region>();  //
 size_t g_device_bytes[16] = {};
 
 constexpr size_t kAlignment = 256;
+constexpr size_t kPinnedAlignment = 4096;
 constexpr size_t kDeviceCapacity = size_t{143771} << 20;  // an H200's memory, as cudaGetDeviceProperties says
 
 std::string describe(const void* p) {
@@ -98,8 +104,24 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
     enqueue(stream, what, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
   } else {
-    if (d == 'h' && is_pinned(dst)) std::memset(dst, 0xFF, n);  // NaN until the copy has run
-    enqueue(stream, what, [dst, src, n] { std::memmove(dst, src, n); });
+    uint64_t guard = 0;
+    const void* pinned = nullptr;  // the pinned side, if any
+    if (s == 'h') {                // pinned: the host may still read it, not write it
+      pinned = src;
+      guard = guard_pinned(src, n, /*writes=*/false, what);
+    }
+    if (d == 'h' && is_pinned(dst)) {
+      pinned = dst;
+      unguarded(dst, n, 0, [&] { std::memset(dst, 0xFF, n); });  // NaN until the copy has run
+      guard = guard_pinned(dst, n, /*writes=*/true, what);
+    }
+    enqueue(stream, what, [dst, src, n, guard, pinned] {
+      if (pinned == nullptr) {
+        std::memmove(dst, src, n);
+      } else {
+        unguarded(pinned, n, guard, [&] { std::memmove(dst, src, n); });
+      }
+    });
     if (d == 'h' && !is_pinned(dst)) blocking = true;
   }
   if (blocking) drain_stream(stream);
@@ -117,9 +139,11 @@ cudaError_t allocate(void** ptr, size_t bytes, int device, const char* call) {
       return fail(cudaErrorMemoryAllocation);
   }
   // posix_memalign keeps the exact size (aligned_alloc would want a multiple of the alignment),
-  // so ASan's redzone starts at the first byte past the allocation.
+  // so ASan's redzone starts at the first byte past the allocation. Pinned memory starts on a page,
+  // so its guards (pinned_guard.h) cover it from the first byte.
   void* p = nullptr;
-  if (posix_memalign(&p, kAlignment, bytes) != 0 || p == nullptr) return fail(cudaErrorMemoryAllocation);
+  if (posix_memalign(&p, device >= 0 ? kAlignment : kPinnedAlignment, bytes) != 0 || p == nullptr)
+    return fail(cudaErrorMemoryAllocation);
   std::lock_guard<std::mutex> lock(g_memory_mutex);
   g_regions[reinterpret_cast<uintptr_t>(p)] = Region{reinterpret_cast<uintptr_t>(p), bytes, device};
   if (device >= 0) g_device_bytes[device] += bytes;

@@ -16,6 +16,11 @@
 // synchronises. A peer that exits (its process is gone), aborts or destroys its communicator while
 // another waits for it turns the wait into ncclRemoteError: ncclCommGetAsyncError reports it, and the
 // collective ends without output, as an aborted NCCL kernel does.
+//
+// RINGGRAD_EMU_NCCL_SLOW_ENQUEUE=K:MS makes collective number K of every non-blocking communicator
+// created while it is set return ncclInProgress, and ncclCommGetAsyncError answer ncclInProgress for MS
+// milliseconds after: what a real NCCL does while it connects lazily to its peers, which no test can
+// arrange on a GPU.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -29,12 +34,15 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "cuda_emu/bf16.h"
 #include "cuda_emu/fp16.h"
@@ -49,6 +57,11 @@ constexpr size_t kSlotBytes = size_t{1} << 30;  // per rank; sparse
 constexpr uint64_t kMagic = 0x72676e63636c3031ull;
 
 enum RankState : int32_t { kLive = 0, kAborted = 1, kDestroyed = 2 };
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct RankHeader {
   std::atomic<int32_t> joined;
@@ -77,6 +90,9 @@ struct CommState {
   size_t bytes = 0;
   char* base = nullptr;
   uint64_t next_seq = 0;  // collectives queued so far
+  uint64_t slow_seq = 0;  // RINGGRAD_EMU_NCCL_SLOW_ENQUEUE: this collective enqueues for slow_ms
+  int64_t slow_ms = 0;
+  std::atomic<int64_t> enqueuing_until_ns{0};  // steady clock; 0: not enqueuing
   std::atomic<int> async{ncclSuccess};
   std::atomic<bool> aborted{false};
   std::mutex message_mutex;
@@ -320,7 +336,28 @@ ncclResult_t queue_collective(ncclComm_t comm, cudaStream_t stream, const Collec
                   me.consumed.store(seq, std::memory_order_release);
                   return true;
                 });
+  if (!c->blocking && seq == c->slow_seq) {
+    c->enqueuing_until_ns.store(steady_ns() + c->slow_ms * 1000000);
+    int expected = ncclSuccess;
+    c->async.compare_exchange_strong(expected, ncclInProgress);
+    return ncclInProgress;
+  }
   return ncclSuccess;
+}
+
+// RINGGRAD_EMU_NCCL_SLOW_ENQUEUE=K:MS, read when a communicator is created; {0, 0} when unset.
+std::pair<uint64_t, int64_t> slow_enqueue_setting() {
+  const char* text = std::getenv("RINGGRAD_EMU_NCCL_SLOW_ENQUEUE");
+  if (text == nullptr || *text == '\0') return {0, 0};
+  unsigned long long seq = 0;
+  long long ms = 0;
+  char end = 0;
+  if (std::sscanf(text, "%llu:%lld%c", &seq, &ms, &end) != 2 || seq == 0 || ms < 0) {
+    std::fprintf(stderr, "cuda emulator: RINGGRAD_EMU_NCCL_SLOW_ENQUEUE expects K:MS (K >= 1, MS >= 0), got '%s'\n",
+                 text);
+    std::abort();
+  }
+  return {seq, ms};
 }
 
 std::string random_name() {
@@ -391,6 +428,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   if (me.joined.exchange(1) != 0)
     return invalid(ncclInvalidUsage, "ncclCommInitRank: rank " + std::to_string(rank) + " joined twice");
   c->async.store(ncclInProgress);
+  std::tie(c->slow_seq, c->slow_ms) = slow_enqueue_setting();
   *comm = new ncclComm{c};
   if (!c->blocking) {
     ncclResult_t state = ncclInProgress;
@@ -412,6 +450,13 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
   if (comm == nullptr || async_error == nullptr) return ncclInvalidArgument;
   CommState& c = *comm->state;
+  if (const int64_t until = c.enqueuing_until_ns.load(); until != 0) {
+    if (steady_ns() < until && c.async.load() == ncclInProgress) {
+      *async_error = ncclInProgress;  // still "connecting" (RINGGRAD_EMU_NCCL_SLOW_ENQUEUE)
+      return ncclSuccess;
+    }
+    c.enqueuing_until_ns.store(0);
+  }
   if (c.async.load() == ncclInProgress) {
     if (c.all_joined()) {
       int expected = ncclInProgress;
