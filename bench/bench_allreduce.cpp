@@ -104,6 +104,7 @@ Options parse(int argc, char** argv) {
   bool no_references = false;
   flags.add_bool("--no-references", &no_references, "skip the gloo and MPI references");
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", o.json}}); !why.empty()) flags.exit_with_usage(why);
   o.references = !no_references;
   if (backend == "gloo" && !parallel::gloo_available())
     flags.exit_with_usage("--backend gloo needs a build with Gloo (apt-get install libgloo-dev, then configure again)");

@@ -63,6 +63,7 @@ Options parse(int argc, char** argv) {
   bool no_torch = false;
   flags.add_bool("--no-torch", &no_torch, "skip PyTorch's rows");
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", o.json}}); !why.empty()) flags.exit_with_usage(why);
   o.torch = !no_torch;
   return o;
 }

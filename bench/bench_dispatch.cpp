@@ -57,6 +57,8 @@ Options parse(int argc, char** argv) {
   flags.add_string("--python", &opt.python, "interpreter for bench/torch_reference.py").metavar("PATH");
   flags.add_string("--json", &opt.json, "also write the rows as JSON").metavar("FILE");
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", opt.json}}); !why.empty())
+    flags.exit_with_usage(why);
   opt.torch = !no_torch;
   return opt;
 }

@@ -124,6 +124,8 @@ Options parse(int argc, char** argv) {
     return false;
   }();
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", opt.json}}); !why.empty())
+    flags.exit_with_usage(why);
   opt.torch = !no_torch;
   if (opt.quick && !max_size_given) opt.max_size = int64_t{1} << 22;
   std::vector<int64_t> sizes;

@@ -87,6 +87,8 @@ Options parse(int argc, char** argv) {
                    1e6);
   flags.add_string("--json", &opt.json, "also write the rows as JSON").metavar("FILE");
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", opt.json}}); !why.empty())
+    flags.exit_with_usage(why);
   if (opt.quick && !flags.was_set("--reps")) opt.reps = 3;
   if (opt.quick && !flags.was_set("--iters")) opt.iters = 5;
   return opt;

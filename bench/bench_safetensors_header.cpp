@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   flags.add_int("--reps", &reps, "timed repetitions per size (the median is reported)", 1, 100).default_text("5");
   flags.add_string("--json", &json, "also write the rows as JSON").metavar("FILE");
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", json}}); !why.empty()) flags.exit_with_usage(why);
   if (reps == 0) reps = quick ? 3 : 5;
 
   const fs::path dir = fs::temp_directory_path() / ("ringgrad_bench_header_" + std::to_string(::getpid()));

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <sstream>
@@ -165,6 +166,21 @@ class Table {
 // Writes a result file the way the library writes checkpoints (nn/file_io.h): a temporary beside it,
 // renamed over it, through symlinks, refusing a FIFO, device or directory -- so an interrupted run
 // never leaves half a JSON behind. On failure prints why on stderr and returns false.
+// "" when every output file named (flag, path) could be written, else why not, for the flag parser's
+// fail(): checked right after the flags, so that a benchmark's minutes are not spent on results that
+// cannot be saved (a missing folder, a device, a directory). Empty paths are outputs not asked for.
+inline std::string unwritable_output(std::initializer_list<std::pair<const char*, std::string>> outputs) {
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    try {
+      ringgrad::nn::check_writable(flag, path);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  return "";
+}
+
 inline bool write_output(const std::string& path, const std::string& bytes) {
   try {
     ringgrad::nn::write_file_atomically("writing results", path, bytes);

@@ -33,6 +33,7 @@
 // summed, so evaluation costs what it costs on one device instead of once per rank. Each process's
 // kernels get cores / processes threads (--threads overrides), as torchrun's OMP_NUM_THREADS=1 would.
 #include <ringgrad/ringgrad.h>
+#include <ringgrad/nn/file_io.h>  // check_writable: --save is checked before training
 
 #include <algorithm>
 #include <chrono>
@@ -262,6 +263,16 @@ int main(int argc, char** argv) {
     if (parsed.ddp && !parsed.dp.empty()) flags.fail("--dp and --ddp are alternatives, got both");
     if (!parsed.ddp && parsed.comm_hook != "none")
       flags.fail("--comm-hook " + parsed.comm_hook + " needs --ddp (it is how DDP sends gradients)");
+    // A checkpoint that cannot be written is refused now, not after the first epoch. Only the process
+    // that saves checks: rank 0 of a --ddp job (ringrun's RANK), or the only process.
+    const char* rank_env = std::getenv("RANK");
+    if (!parsed.save.empty() && (!parsed.ddp || rank_env == nullptr || std::string(rank_env) == "0")) {
+      try {
+        nn::check_writable("--save", parsed.save);
+      } catch (const Error& e) {
+        flags.fail(e.what());
+      }
+    }
     const Args args = parsed;
     const std::vector<Device> dp_devices = args.dp.empty() ? std::vector<Device>{} : parse_devices(args.dp);
     ensure_cpu_devices(dp_devices);

@@ -36,7 +36,7 @@ T parse_integer(const std::map<std::string, std::string>& metadata, const std::s
   T value{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   RINGGRAD_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(), "load_checkpoint: '", path,
-                 "': metadata \"", key, "\" must be an integer, got '", text, "'");
+                 "': metadata \"", key, "\" must be an integer, got '", detail::printable(text), "'");
   return value;
 }
 
@@ -93,12 +93,14 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
   const auto format = metadata.find("format");
   RINGGRAD_CHECK(format != metadata.end() && format->second == kCheckpointFormat, "load_checkpoint: '", path,
                  "': not a ringgrad training checkpoint (expected metadata \"format\": \"", kCheckpointFormat,
-                 "\", got ", format == metadata.end() ? std::string("none") : "\"" + format->second + "\"",
+                 "\", got ",
+                 format == metadata.end() ? std::string("none") : "\"" + detail::printable(format->second) + "\"",
                  "); a file of weights only loads with load_model");
   const auto saved_optimizer = metadata.find("optimizer");
   RINGGRAD_CHECK(saved_optimizer != metadata.end() && saved_optimizer->second == optimizer.name(), "load_checkpoint: '",
                  path, "': the checkpoint holds the state of a ",
-                 saved_optimizer == metadata.end() ? std::string("(unnamed) optimizer") : saved_optimizer->second,
+                 saved_optimizer == metadata.end() ? std::string("(unnamed) optimizer")
+                                                   : detail::printable(saved_optimizer->second),
                  ", but it is being loaded into a ", optimizer.name());
   TrainingState state;
   state.step = parse_integer<int64_t>(metadata, "step", path);
@@ -116,7 +118,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, optim::Opt
     } else if (starts_with(key, kOptimizerPrefix)) {
       optimizer_state.emplace(key.substr(kOptimizerPrefix.size()), t);
     } else {
-      throw Error(detail::str("load_checkpoint: '", path, "': unexpected tensor '", key,
+      throw Error(detail::str("load_checkpoint: '", path, "': unexpected tensor '", detail::printable(key),
                               R"(' (expected names starting with "model." or "optimizer."))"));
     }
   }

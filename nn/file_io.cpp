@@ -358,6 +358,29 @@ void AtomicFile::fail(const char* call) const {
   throw Error(detail::str(op_, ": ", call, " to '", temp_, "' failed (", std::strerror(errno), ")"));
 }
 
+void check_writable(const char* op, const std::string& path) {
+  RINGGRAD_CHECK(!path.empty(), op, ": expected a file name, got an empty one");
+  struct stat existing {};
+  bool exists = false;
+  const std::string target = resolve_write_target(op, path, &existing, &exists);
+  const std::string dir = dir_of(target);
+  const std::string via = target == path ? "" : " (through its symlink, '" + target + "')";
+  struct stat dir_st {};
+  if (::stat(dir.c_str(), &dir_st) != 0) {
+    const int err = errno;
+    throw Error(detail::str(op, ": cannot write '", path, "'", via, ": its folder '", dir, "' ",
+                            err == ENOENT ? std::string("does not exist")
+                                          : std::string("cannot be inspected (") + std::strerror(err) + ")"));
+  }
+  RINGGRAD_CHECK(S_ISDIR(dir_st.st_mode), op, ": cannot write '", path, "'", via, ": '", dir, "' is ",
+                 file_kind(dir_st.st_mode), ", not a folder");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    throw Error(detail::str(op, ": cannot write '", path, "'", via, ": the folder '", dir,
+                            "' does not let this process create files (", std::strerror(err), ")"));
+  }
+}
+
 void write_file_atomically(const char* op, const std::string& path, const std::string& bytes) {
   AtomicFile file(op, path);
   file.write(bytes.data(), bytes.size());

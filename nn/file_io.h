@@ -15,8 +15,9 @@
 ///                       file behind, and the next save of the same target removes it
 /// @endcode
 ///
-/// Internal to the library: safetensors.cpp (and so the checkpoints) use it; tests include it to
-/// name the temporary files.
+/// Used by the library (safetensors.cpp, and so the checkpoints), by ringgrad's programs
+/// (check_writable before a run, write_file_atomically for results) and by tests, which name the
+/// temporary files.
 #pragma once
 
 #include <sys/types.h>
@@ -75,6 +76,14 @@ class AtomicFile {
 /// Replaces (or creates) `path` with `bytes` through an AtomicFile: for outputs written in one go,
 /// such as a benchmark's JSON. Throws like AtomicFile, naming `op`.
 void write_file_atomically(const char* op, const std::string& path, const std::string& bytes);
+
+/// Checks, before the work whose result it keeps (a training run, a benchmark), that a save to `path`
+/// can be made: the path names a regular file or nothing yet (through symlinks, as a save follows
+/// them; never a FIFO, a device or a folder), and the folder it lands in exists and lets this process
+/// create files there (the temporary and the rename need that). Throws Error naming `op` (a flag,
+/// say), the path and the problem. A later save can still fail (a full disk); this catches what
+/// can be known at the start.
+void check_writable(const char* op, const std::string& path);
 
 /// The prefix of every temporary file of `target`: `"<target>.tmp.<host>."`, where `<host>` is the host
 /// name's first 16 characters (any but [A-Za-z0-9_-] replaced by '_'), '-' and 12 hex digits of a

@@ -166,7 +166,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
       unexpected.push_back(key);
       continue;
     }
-    RINGGRAD_CHECK(used.insert(name).second, "load_state_dict: '", name,
+    RINGGRAD_CHECK(used.insert(name).second, "load_state_dict: '", detail::printable(name),
                    "' appears twice (with and without the "
                    "'module.' prefix)");
     if (value.shape() != it->second.shape()) {
@@ -178,9 +178,13 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   for (const auto& entry : own)
     if (!used.count(entry.first)) missing.push_back(entry.first);
 
+  // The first few names (escaped: they may come from a file), then how many more: a file of a
+  // million tensors must not make a message of megabytes.
   auto join = [](const std::vector<std::string>& names) {
+    constexpr size_t kShown = 10;
     std::string out;
-    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    for (size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", " : "") + detail::printable(names[i]);
+    if (names.size() > kShown) out += detail::str(" and ", names.size() - kShown, " more");
     return out;
   };
   std::string problems;

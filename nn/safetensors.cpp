@@ -45,8 +45,7 @@ constexpr size_t kMaxQuotedChars = 100;
 // `s` itself when short, else its first kMaxQuotedChars bytes and its length: a message stays
 // readable when a file holds a 100 kB name or value.
 std::string bounded(const std::string& s, size_t max_chars = kMaxQuotedChars) {
-  if (s.size() <= max_chars) return s;
-  return s.substr(0, max_chars) + "... (" + std::to_string(s.size()) + " bytes)";
+  return detail::printable(s, max_chars);  // a name from the file: escaped, and cut when long
 }
 std::string quoted(const json& j) { return bounded(j.dump()); }
 

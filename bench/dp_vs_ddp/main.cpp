@@ -100,6 +100,8 @@ Options parse(int argc, char** argv) {
   flags.add_bool("--no-torch", &no_torch, "skip PyTorch's rows, from bench/compare/torch_dp_vs_ddp.py");
   flags.add_string("--python", &o.python, "the Python with torch for those rows").metavar("PATH");
   flags.parse(argc, argv);
+  if (const std::string why = bench::unwritable_output({{"--json", o.json}, {"--csv", o.csv}}); !why.empty())
+    flags.exit_with_usage(why);
   o.torch = !no_torch;
 
   if (flags.was_set("--depth") != flags.was_set("--width"))

@@ -41,6 +41,29 @@ std::string str(const Args&... args) {
   return os.str();
 }
 
+/// A string from outside -- a file's tensor names, its metadata -- as an error message may show it:
+/// every byte outside printable ASCII as \xHH and a backslash as \\, so that a crafted name cannot
+/// move the cursor, colour the terminal or begin a line that looks like another program's; then at
+/// most `max_chars` of it, and its length when it was cut.
+inline std::string printable(const std::string& text, size_t max_chars = 200) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && out.size() < max_chars; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == '\\') {
+      out += "\\\\";
+    } else if (byte >= 0x20 && byte < 0x7f) {
+      out += static_cast<char>(byte);
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+    if (out.size() >= max_chars && i + 1 < text.size()) return out + "... (" + std::to_string(text.size()) + " bytes)";
+  }
+  return out;
+}
+
 }  // namespace detail
 }  // namespace ringgrad
 

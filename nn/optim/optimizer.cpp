@@ -119,10 +119,13 @@ double Optimizer::StateReader::state_scalar(size_t i, const std::string& name) {
 void Optimizer::StateReader::finish() const {
   std::ostringstream unexpected;
   int count = 0;
+  constexpr int kShown = 10;  // the first few names (escaped: they come from a file), then a count
   for (const auto& entry : state_) {
     if (read_.count(entry.first)) continue;
-    unexpected << (count++ ? ", " : "") << entry.first;
+    if (count < kShown) unexpected << (count ? ", " : "") << detail::printable(entry.first);
+    ++count;
   }
+  if (count > kShown) unexpected << " and " << count - kShown << " more";
   RINGGRAD_CHECK(count == 0, opt_.name(), ".load_state_dict: unexpected key", count > 1 ? "s " : " ", unexpected.str(),
                  " (is this the state of a ", opt_.name(), " over ", opt_.params_.size(), " parameters?)");
 }

@@ -129,6 +129,40 @@ TEST_CASE("file_io: a save refuses a FIFO or a directory or a socket and leaves 
   for (const std::string& name : dir.entries()) CHECK(name.find(".tmp.") == std::string::npos);
 }
 
+TEST_CASE("file_io: check_writable finds before the work what a save would refuse, and accepts what it takes",
+          "[safetensors]") {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe"), folder = dir.file("folder"), existing = dir.file("old.ckpt");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fs::create_directory(folder);
+  std::ofstream(existing) << "old";
+  // What a save takes: a new name in a folder, an existing regular file, a symlink to a new name.
+  CHECK_NOTHROW(nn::check_writable("--save", dir.file("new.ckpt")));
+  CHECK_NOTHROW(nn::check_writable("--save", existing));
+  fs::create_symlink("later.ckpt", dir.file("link_to_new"));
+  CHECK_NOTHROW(nn::check_writable("--save", dir.file("link_to_new")));
+  // What it refuses, each named.
+  CHECK_THROWS_WITH(nn::check_writable("--save", folder + "/missing/run.ckpt"),
+                    Contains("--save: cannot write '" + folder + "/missing/run.ckpt': its folder '" + folder +
+                             "/missing' does not exist"));
+  CHECK_THROWS_WITH(nn::check_writable("--save", existing + "/run.ckpt"),
+                    Contains("--save: cannot inspect '" + existing + "/run.ckpt' (Not a directory)"));
+  CHECK_THROWS_WITH(nn::check_writable("--save", fifo), Contains("--save: '" + fifo + "' is a FIFO"));
+  CHECK_THROWS_WITH(nn::check_writable("--save", folder), Contains("'" + folder + "' is a directory"));
+  CHECK_THROWS_WITH(nn::check_writable("--save", "/dev/null"), Contains("is a character device"));
+  CHECK_THROWS_WITH(nn::check_writable("--save", ""), Contains("--save: expected a file name, got an empty one"));
+  if (::geteuid() != 0) {  // root may write any folder
+    fs::permissions(folder, fs::perms::owner_read | fs::perms::owner_exec);
+    CHECK_THROWS_WITH(nn::check_writable("--save", folder + "/run.ckpt"),
+                      Contains("the folder '" + folder + "' does not let this process create files"));
+    fs::permissions(folder, fs::perms::owner_all);
+  }
+  // Nothing was created.
+  CHECK(fs::is_empty(folder));
+  CHECK(!fs::exists(dir.file("new.ckpt")));
+  CHECK(S_ISFIFO(mode_of(fifo)));
+}
+
 TEST_CASE("file_io: a save to /dev/null is refused and /dev/null stays a character device", "[safetensors]") {
   // Only root could replace /dev/null; as anyone else the rename fails anyway, so the check runs
   // either way, and the device is checked afterwards.

@@ -503,6 +503,25 @@ TEST_CASE("load_state_dict strict: the error lists all unexpected keys by name",
                                                 Catch::Contains("block.extra"));
 }
 
+TEST_CASE("load_state_dict strict: a file's names are escaped, and a long list names ten and counts the rest", "[nn]") {
+  auto b = make_model(2);
+  nn::StateDict sd = b->state_dict();
+  // A name that would colour the terminal and start a line of its own, and 1000 more unknown names.
+  sd.emplace("evil\x1b[31m\nERROR: fake\\", ones({1}));
+  for (int i = 0; i < 1000; ++i) sd.emplace("extra." + std::to_string(1000 + i), ones({1}));
+  std::string message;
+  try {
+    b->load_state_dict(sd);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find('\x1b') == std::string::npos);
+  CHECK(message.find("\nERROR") == std::string::npos);
+  CHECK_THAT(message, Catch::Contains("unexpected keys: evil\\x1b[31m\\x0aERROR: fake\\\\, extra.1000, extra.1001") &&
+                          Catch::Contains(", extra.1008 and 991 more"));
+  CHECK(message.size() < 1000);
+}
+
 TEST_CASE("load_state_dict strict: the error lists all shape mismatches with both shapes", "[nn]") {
   auto a = make_model(1);
   auto b = make_model(2);

@@ -622,6 +622,22 @@ TEST_CASE("safetensors: a deeply nested header is rejected cleanly before it is 
   CHECK_THROWS_WITH(nn::load_safetensors(path), Contains("deeper than 4 levels"));
 }
 
+TEST_CASE("safetensors: a tensor name from the file is escaped in an error", "[safetensors]") {
+  // An ESC sequence and a newline in a name (JSON's \u escapes) must not reach a terminal or a log raw.
+  TempDir dir;
+  const std::string path = dir.file("escape.safetensors");
+  write_file(path, make_file(R"({"a\u001b[2J\nERROR: x":3})", 4));
+  std::string message;
+  try {
+    nn::load_safetensors(path);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Contains("tensor 'a\\x1b[2J\\x0aERROR: x': expected a JSON object"));
+  CHECK(message.find('\x1b') == std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+}
+
 TEST_CASE("safetensors: an error quotes at most about 100 characters of what the file holds", "[safetensors]") {
   TempDir dir;
   const std::string path = dir.file("long.safetensors");
