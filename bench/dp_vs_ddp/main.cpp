@@ -100,6 +100,11 @@ Options parse(int argc, char** argv) {
   flags.add_bool("--no-torch", &no_torch, "skip PyTorch's rows, from bench/compare/torch_dp_vs_ddp.py");
   flags.add_string("--python", &o.python, "the Python with torch for those rows").metavar("PATH");
   flags.parse(argc, argv);
+  // The results' folders are made when they are written (report.cpp): make them now, then check.
+  for (const std::string* output : {&o.json, &o.csv}) {
+    std::error_code ignored;
+    if (!output->empty()) std::filesystem::create_directories(std::filesystem::path(*output).parent_path(), ignored);
+  }
   if (const std::string why = bench::unwritable_output({{"--json", o.json}, {"--csv", o.csv}}); !why.empty())
     flags.exit_with_usage(why);
   o.torch = !no_torch;
