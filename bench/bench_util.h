@@ -163,11 +163,8 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// Writes a result file the way the library writes checkpoints (nn/file_io.h): a temporary beside it,
-// renamed over it, through symlinks, refusing a FIFO, device or directory -- so an interrupted run
-// never leaves half a JSON behind. On failure prints why on stderr and returns false.
 // "" when every output file named (flag, path) could be written, else why not, for the flag parser's
-// fail(): checked right after the flags, so that a benchmark's minutes are not spent on results that
+// exit_with_usage(): checked right after the flags, so that a benchmark's minutes are not spent on results that
 // cannot be saved (a missing folder, a device, a directory). Empty paths are outputs not asked for.
 inline std::string unwritable_output(std::initializer_list<std::pair<const char*, std::string>> outputs) {
   for (const auto& [flag, path] : outputs) {
@@ -181,6 +178,9 @@ inline std::string unwritable_output(std::initializer_list<std::pair<const char*
   return "";
 }
 
+// Writes a result file the way the library writes checkpoints (nn/file_io.h): a temporary beside it,
+// renamed over it, through symlinks, refusing a FIFO, device or directory -- so an interrupted run
+// never leaves half a JSON behind. On failure prints why on stderr and returns false.
 inline bool write_output(const std::string& path, const std::string& bytes) {
   try {
     ringgrad::nn::write_file_atomically("writing results", path, bytes);
