@@ -24,7 +24,9 @@ set(RINGGRAD_PRIVATE_HEADERS
   core/base/cuda_check.h       # needs the CUDA toolkit's headers, which a user need not have
   parallel/store_protocol.h    # the store's wire format, shared by its server and client only
   parallel/store_server.h      # the store's server, which only the client starts
-  parallel/socket.h)           # TCP with deadlines, shared by the store, rendezvous and the ring
+  parallel/socket.h            # TCP with deadlines, shared by the store, rendezvous and the ring
+  parallel/collective_args.h   # the backends' shared argument checks
+  parallel/collective_queue.h) # the backends' shared communication thread
 list(REMOVE_ITEM RINGGRAD_PUBLIC_HEADERS ${RINGGRAD_PRIVATE_HEADERS})
 list(SORT RINGGRAD_PUBLIC_HEADERS)
 

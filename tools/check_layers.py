@@ -53,6 +53,8 @@ PRIVATE = [
     ("parallel/store_protocol.h", {"parallel"}),  # TCPStore's wire format: parallel/store.h is the API
     ("parallel/store_server.h", {"parallel"}),
     ("parallel/socket.h", {"parallel"}),  # TCP with deadlines, for the store, rendezvous and the ring
+    ("parallel/collective_args.h", {"parallel"}),  # the backends' shared argument checks
+    ("parallel/collective_queue.h", {"parallel"}),  # the backends' shared communication thread
     ("parallel/ring/", {"parallel"}),  # the ring backend: it registers itself; init_process_group is the API
     ("parallel/nccl/", {"parallel"}),  # the NCCL backend, likewise
     ("parallel/gloo/", {"parallel"}),  # the Gloo backend, likewise

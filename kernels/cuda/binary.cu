@@ -16,6 +16,7 @@
 #include "kernels/cuda/binary.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 
 namespace ringgrad {
 namespace kernels {
@@ -38,14 +39,15 @@ __global__ void binary_dense_kernel(BinaryOp op, const T* __restrict__ a, const 
                                     int64_t n) {
   using P = Pack<T, kVec>;
   const int64_t vectors = n / kVec;
-  for (int64_t v = global_thread(); v < vectors; v += grid_threads()) {
+  for (int64_t v = global_thread(); v < vectors; RG_STEP(v, grid_threads())) {
     P pa = reinterpret_cast<const P*>(a)[v];
     const P pb = reinterpret_cast<const P*>(b)[v];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) pa.v[k] = store_value<T>(binary_value(op, load(&pa.v[k]), load(&pb.v[k])));
     reinterpret_cast<P*>(out)[v] = pa;
   }
-  for (int64_t i = vectors * kVec + global_thread(); i < n; i += grid_threads())
+  // The last n % kVec elements: fewer than kVec, and every grid has more threads than that.
+  if (const int64_t i = vectors * kVec + global_thread(); i < n)
     out[i] = store_value<T>(binary_value(op, load(&a[i]), load(&b[i])));
 }
 
@@ -54,7 +56,7 @@ __global__ void binary_dense_kernel(BinaryOp op, const T* __restrict__ a, const 
 template <typename T>
 __global__ void binary_strided_kernel(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b,
                                       T* __restrict__ out, int64_t n, Layout<3> layout) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) {
     int64_t off[3];
     offsets_of(layout, i, off);
     out[i] = store_value<T>(binary_value(op, load(&a[off[0]]), load(&b[off[1]])));

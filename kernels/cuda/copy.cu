@@ -16,6 +16,7 @@
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 
 namespace ringgrad {
 namespace kernels {
@@ -24,19 +25,19 @@ namespace {
 
 template <typename T>
 __global__ void fill_kernel(T* __restrict__ dst, int64_t n, T value) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = value;
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) dst[i] = value;
 }
 
 template <typename T>
 __global__ void arange_kernel(T* __restrict__ dst, int64_t n, double start, double step) {
   // start + i*step, not a running sum, so rounding does not accumulate (as on the CPU).
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads()))
     dst[i] = convert<T>(start + static_cast<double>(i) * step);
 }
 
 template <typename Src, typename Dst>
 __global__ void copy_kernel(const Src* __restrict__ src, Dst* __restrict__ dst, int64_t n, Layout<2> layout) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) {
     int64_t off[2];
     offsets_of(layout, i, off);
     dst[off[1]] = convert<Dst>(src[off[0]]);

@@ -41,6 +41,7 @@
 #include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/runtime.h"
 #include <ringgrad/kernels/unary_ops.h>
 
@@ -162,13 +163,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemm_kernel(const Kernel
   const int col0 = blockIdx.x * BN;
   const int k_tiles = (g.k + BK - 1) / BK;
 
-  for (int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
+  for (int64_t z = blockIdx.z; z < g.batch; RG_STEP(z, gridDim.z)) {
     const float* a = g.a + z * g.stride_a;
     const float* b = g.b + z * g.stride_b;
     float* c = g.c + z * g.stride_c;
     // Row tiles with a grid stride over gridDim.y, as the batch over gridDim.z: a device's grid
     // may have fewer rows of blocks than the matrix has tiles.
-    for (int tile = static_cast<int>(blockIdx.y); tile < row_tiles; tile += static_cast<int>(gridDim.y)) {
+    for (int tile = static_cast<int>(blockIdx.y); tile < row_tiles; RG_STEP(tile, static_cast<int>(gridDim.y))) {
       const int row0 = tile * BM;
 
       float acc[TM][TN];
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) gemm_kernel(const Kernel
 
       const LoadA load_a(a, g.lda, row0, g.m, g.k, g.vec_a);
       const LoadB load_b(b, g.ldb, col0, g.n, g.k, g.vec_b);
-      float va[4], vb[4];
+      float va[4] = {}, vb[4] = {};  // = {}: GCC cannot see that k_tiles > 0 guards every use
       if (k_tiles > 0) {
         load_a.load(0, va);
         load_b.load(0, vb);

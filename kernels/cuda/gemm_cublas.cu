@@ -10,13 +10,16 @@
 //          beta == 0 makes cuBLAS ignore C's contents (NaN included), as GemmArgs requires. The
 //          epilogue kernel is a grid-stride loop over batch x m x n, launched only when there is a
 //          bias or an activation.
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
 #include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
-#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/stride_loop.cuh"
 #include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
@@ -35,7 +38,7 @@ __global__ void bias_activation_kernel(float* c, int64_t m, int64_t n, int64_t l
                                        const float* __restrict__ bias, int activation) {
   const int64_t total = batch * m * n;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; RG_STEP(i, step)) {
     const int64_t col = i % n;
     const int64_t row = (i / n) % m;
     const int64_t z = i / (m * n);
@@ -79,9 +82,10 @@ void gemm_cublas_f32(const GemmArgs& args, cudaStream_t stream, cublasHandle_t h
   if (args.bias == nullptr && args.activation == Activation::None) return;
   constexpr int kThreads = 256;
   const int64_t total = args.batch * args.m * args.n;
-  const int64_t blocks = (total + kThreads - 1) / kThreads;
-  launch_kernel("bias_activation_kernel", bias_activation_kernel, static_cast<unsigned>(blocks < 4096 ? blocks : 4096),
-                kThreads, 0, stream, static_cast<float*>(args.c), args.m, args.n, args.ldc, args.stride_c, args.batch,
+  // Enough blocks to keep the device busy (device_limits); the grid-stride loop covers the rest.
+  const int64_t blocks = std::min((total + kThreads - 1) / kThreads, current_device_limits().busy_blocks(kThreads));
+  launch_kernel("bias_activation_kernel", bias_activation_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream,
+                static_cast<float*>(args.c), args.m, args.n, args.ldc, args.stride_c, args.batch,
                 static_cast<const float*>(args.bias), static_cast<int>(args.activation));
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
@@ -101,13 +102,13 @@ __device__ inline void adam_update(T* __restrict__ p, const T* __restrict__ g, T
 
 template <typename T>
 __global__ void sgd_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n, SgdConsts<T> c) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) sgd_update(p, g, buf, i, c);
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) sgd_update(p, g, buf, i, c);
 }
 
 template <typename T>
 __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v, int64_t n,
                             AdamConsts<T> c) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) adam_update(p, g, m, v, i, c);
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) adam_update(p, g, m, v, i, c);
 }
 
 // ---- multi-tensor ------------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ __global__ void sgd_multi_kernel(ChunkTable table, SgdConsts<T> c) {
   T* p = static_cast<T*>(table.ptr[0][k]);
   const T* g = static_cast<const T*>(table.ptr[1][k]);
   T* buf = static_cast<T*>(table.ptr[2][k]);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) sgd_update(p, g, buf, i, c);
+  for (int64_t i = begin + threadIdx.x; i < end; RG_STEP(i, blockDim.x)) sgd_update(p, g, buf, i, c);
 }
 
 template <typename T>
@@ -145,7 +146,7 @@ __global__ void adam_multi_kernel(ChunkTable table, AdamConsts<T> c) {
   const T* g = static_cast<const T*>(table.ptr[1][k]);
   T* m = static_cast<T*>(table.ptr[2][k]);
   T* v = static_cast<T*>(table.ptr[3][k]);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) adam_update(p, g, m, v, i, c);
+  for (int64_t i = begin + threadIdx.x; i < end; RG_STEP(i, blockDim.x)) adam_update(p, g, m, v, i, c);
 }
 
 // Fills tables tensor by tensor, chunk by chunk, and calls launch(table, blocks) whenever one is full

@@ -15,6 +15,7 @@
 #include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace ringgrad {
@@ -25,7 +26,7 @@ constexpr int kThreadsPerBlock = 256;
 
 __global__ void saxpy_kernel(int64_t n, float a, const float* __restrict__ x, float* __restrict__ y) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; RG_STEP(i, stride)) {
     y[i] = a * x[i] + y[i];
   }
 }

@@ -15,6 +15,7 @@
 #include <ringgrad/core/base/philox.h>
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/random.h"
 
 namespace ringgrad {
@@ -35,7 +36,7 @@ __device__ inline double next_toward(double from, double to) { return nextafter(
 template <typename T>
 __global__ void uniform_kernel(T* __restrict__ dst, int64_t n, uint64_t seed, uint64_t offset, T lo, T hi, T width) {
   const T below_hi = next_toward(hi, lo);
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) {
     const T v = add_rn(lo, mul_rn(width, philox::uniform<T>(seed, offset + static_cast<uint64_t>(i))));
     dst[i] = v < hi ? v : below_hi;
   }
@@ -43,7 +44,7 @@ __global__ void uniform_kernel(T* __restrict__ dst, int64_t n, uint64_t seed, ui
 
 template <typename T>
 __global__ void normal_kernel(T* __restrict__ dst, int64_t n, uint64_t seed, uint64_t offset, T mean, T std_dev) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads()))
     dst[i] = add_rn(mean, mul_rn(std_dev, philox::normal<T>(seed, offset + static_cast<uint64_t>(i))));
 }
 
@@ -53,7 +54,7 @@ template <typename T>
 __global__ void dropout_kernel(const T* __restrict__ x, T* __restrict__ y, T* __restrict__ mask, int64_t n, acc_t<T> p,
                                acc_t<T> scale, uint64_t seed, uint64_t offset) {
   using A = acc_t<T>;
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+  for (int64_t i = global_thread(); i < n; RG_STEP(i, grid_threads())) {
     const A keep = philox::uniform<A>(seed, offset + static_cast<uint64_t>(i)) >= p ? scale : A(0);
     mask[i] = store_value<T>(keep);
     y[i] = store_value<T>(mul_rn(load(&x[i]), keep));

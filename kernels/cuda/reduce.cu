@@ -21,6 +21,7 @@
 
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
@@ -78,11 +79,11 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, i
   using A = acc_t<T>;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int64_t warps = grid_threads() / kWarp;
-  for (int64_t row = global_thread() / kWarp; row < rows; row += warps) {
+  for (int64_t row = global_thread() / kWarp; row < rows; RG_STEP(row, warps)) {
     const T* xr = x + row * r;
     if constexpr (kMax) {
       Best<A> best = empty_best<A>();
-      for (int64_t j = lane; j < r; j += kWarp) {
+      for (int64_t j = lane; j < r; RG_STEP(j, kWarp)) {
         const A v = load(&xr[j]);
         if (takes(v, j, best)) best = Best<A>{v, j};
       }
@@ -93,7 +94,7 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ y, i
       }
     } else {
       double acc = 0.0;
-      for (int64_t j = lane; j < r; j += kWarp) acc += static_cast<double>(load(&xr[j]));
+      for (int64_t j = lane; j < r; RG_STEP(j, kWarp)) acc += static_cast<double>(load(&xr[j]));
       acc = warp_sum(acc);
       if (lane == 0) y[row] = convert<T>(acc);
     }
@@ -111,12 +112,12 @@ __global__ void reduce_columns_kernel(const T* __restrict__ x, T* __restrict__ y
   const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kWarp + tx;
   const bool active = i < inner;
-  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {  // the same trip count for the whole block
+  for (int64_t o = blockIdx.y; o < outer; RG_STEP(o, gridDim.y)) {  // the same trip count for the whole block
     const T* xo = x + o * r * inner + i;
     if constexpr (kMax) {
       Best<A> best = empty_best<A>();
       if (active)
-        for (int64_t j = ty; j < r; j += kColumnRows) {
+        for (int64_t j = ty; j < r; RG_STEP(j, kColumnRows)) {
           const A v = load(&xo[j * inner]);
           if (takes(v, j, best)) best = Best<A>{v, j};
         }
@@ -125,7 +126,7 @@ __global__ void reduce_columns_kernel(const T* __restrict__ x, T* __restrict__ y
     } else {
       double acc = 0.0;
       if (active)
-        for (int64_t j = ty; j < r; j += kColumnRows) acc += static_cast<double>(load(&xo[j * inner]));
+        for (int64_t j = ty; j < r; RG_STEP(j, kColumnRows)) acc += static_cast<double>(load(&xo[j * inner]));
       sums[ty][tx] = acc;
     }
     __syncthreads();
@@ -151,7 +152,7 @@ __global__ void scatter_add_dim_kernel(const T* __restrict__ src, const int64_t*
                                        T* __restrict__ dst, int64_t outer, int64_t r, int64_t inner) {
   // Distinct (o, i) write distinct dst elements, so no atomics are needed.
   const int64_t n = outer * inner;
-  for (int64_t k = global_thread(); k < n; k += grid_threads()) {
+  for (int64_t k = global_thread(); k < n; RG_STEP(k, grid_threads())) {
     const int64_t o = k / inner, i = k - o * inner;
     const int64_t j = index[k];
     if (j < 0 || j >= r) continue;

@@ -23,6 +23,7 @@
 
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace ringgrad {
@@ -65,17 +66,18 @@ __device__ inline void softmax_line(const T* __restrict__ x, T* __restrict__ y, 
                                     int lane, int lanes, bool log, MaxAll max_all, SumAll sum_all) {
   using A = acc_t<T>;
   A m = -static_cast<A>(INFINITY);
-  for (int64_t j = lane; j < c; j += lanes) m = running_max(m, load(&RG_AT(x, j)));
+  for (int64_t j = lane; j < c; RG_STEP(j, lanes)) m = running_max(m, load(&RG_AT(x, j)));
   m = max_all(m);
   double sum = 0.0;
-  for (int64_t j = lane; j < c; j += lanes) sum += static_cast<double>(d_exp(load(&RG_AT(x, j)) - m));
+  for (int64_t j = lane; j < c; RG_STEP(j, lanes)) sum += static_cast<double>(d_exp(load(&RG_AT(x, j)) - m));
   sum = sum_all(sum);
   if (log) {
     const A log_sum_exp = m + static_cast<A>(::log(sum));
-    for (int64_t j = lane; j < c; j += lanes) RG_AT(y, j) = store_value<T>(load(&RG_AT(x, j)) - log_sum_exp);
+    for (int64_t j = lane; j < c; RG_STEP(j, lanes)) RG_AT(y, j) = store_value<T>(load(&RG_AT(x, j)) - log_sum_exp);
   } else {
     const A inv_sum = static_cast<A>(1.0 / sum);
-    for (int64_t j = lane; j < c; j += lanes) RG_AT(y, j) = store_value<T>(d_exp(load(&RG_AT(x, j)) - m) * inv_sum);
+    for (int64_t j = lane; j < c; RG_STEP(j, lanes))
+      RG_AT(y, j) = store_value<T>(d_exp(load(&RG_AT(x, j)) - m) * inv_sum);
   }
 }
 
@@ -87,13 +89,13 @@ __device__ inline void softmax_backward_line(const T* __restrict__ y, const T* _
   using A = acc_t<T>;
   double acc = 0.0;
   if (log) {
-    for (int64_t j = lane; j < c; j += lanes) acc += static_cast<double>(load(&RG_AT(dy, j)));
+    for (int64_t j = lane; j < c; RG_STEP(j, lanes)) acc += static_cast<double>(load(&RG_AT(dy, j)));
   } else {
-    for (int64_t j = lane; j < c; j += lanes)
+    for (int64_t j = lane; j < c; RG_STEP(j, lanes))
       acc += static_cast<double>(load(&RG_AT(dy, j))) * static_cast<double>(load(&RG_AT(y, j)));
   }
   const A total = static_cast<A>(sum_all(acc));
-  for (int64_t j = lane; j < c; j += lanes) {
+  for (int64_t j = lane; j < c; RG_STEP(j, lanes)) {
     const A yj = load(&RG_AT(y, j)), gj = load(&RG_AT(dy, j));
     RG_AT(dx, j) = store_value<T>(log ? gj - d_exp(yj) * total : yj * (gj - total));
   }
@@ -120,14 +122,14 @@ struct Identity {
 template <typename T>
 __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t c, bool log) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
-  for (int64_t row = global_thread() / kWarp; row < rows; row += grid_threads() / kWarp)
+  for (int64_t row = global_thread() / kWarp; row < rows; RG_STEP(row, grid_threads() / kWarp))
     softmax_line(x, y, row * c, c, 1, lane, kWarp, log, WarpMax{}, WarpSum{});
 }
 
 template <typename T>
 __global__ void softmax_columns_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t c,
                                        int64_t inner, bool log) {
-  for (int64_t k = global_thread(); k < outer * inner; k += grid_threads()) {
+  for (int64_t k = global_thread(); k < outer * inner; RG_STEP(k, grid_threads())) {
     const int64_t o = k / inner, i = k - o * inner;
     softmax_line(x, y, o * c * inner + i, c, inner, 0, 1, log, Identity{}, Identity{});
   }
@@ -137,14 +139,14 @@ template <typename T>
 __global__ void softmax_backward_rows_kernel(const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx,
                                              int64_t rows, int64_t c, bool log) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
-  for (int64_t row = global_thread() / kWarp; row < rows; row += grid_threads() / kWarp)
+  for (int64_t row = global_thread() / kWarp; row < rows; RG_STEP(row, grid_threads() / kWarp))
     softmax_backward_line(y, dy, dx, row * c, c, 1, lane, kWarp, log, WarpSum{});
 }
 
 template <typename T>
 __global__ void softmax_backward_columns_kernel(const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx,
                                                 int64_t outer, int64_t c, int64_t inner, bool log) {
-  for (int64_t k = global_thread(); k < outer * inner; k += grid_threads()) {
+  for (int64_t k = global_thread(); k < outer * inner; RG_STEP(k, grid_threads())) {
     const int64_t o = k / inner, i = k - o * inner;
     softmax_backward_line(y, dy, dx, o * c * inner + i, c, inner, 0, 1, log, Identity{});
   }
@@ -158,12 +160,12 @@ __global__ void cross_entropy_forward_kernel(const T* __restrict__ logits, const
                                              T* __restrict__ loss, T* __restrict__ probs, int64_t rows, int64_t c,
                                              double eps) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
-  for (int64_t r = global_thread() / kWarp; r < rows; r += grid_threads() / kWarp) {
+  for (int64_t r = global_thread() / kWarp; r < rows; RG_STEP(r, grid_threads() / kWarp)) {
     const T* x = logits + r * c;
     const int64_t label = labels[r];
     T m = -static_cast<T>(INFINITY);
     double sum_x = 0.0;
-    for (int64_t j = lane; j < c; j += kWarp) {
+    for (int64_t j = lane; j < c; RG_STEP(j, kWarp)) {
       m = running_max(m, x[j]);
       sum_x += static_cast<double>(x[j]);
     }
@@ -171,7 +173,7 @@ __global__ void cross_entropy_forward_kernel(const T* __restrict__ logits, const
     sum_x = warp_sum(sum_x);
     double sum_exp = 0.0;
     T* p = probs != nullptr ? probs + r * c : nullptr;
-    for (int64_t j = lane; j < c; j += kWarp) {
+    for (int64_t j = lane; j < c; RG_STEP(j, kWarp)) {
       const T e = d_exp(x[j] - m);
       if (p != nullptr) p[j] = e;
       sum_exp += static_cast<double>(e);
@@ -179,7 +181,7 @@ __global__ void cross_entropy_forward_kernel(const T* __restrict__ logits, const
     sum_exp = warp_sum(sum_exp);
     if (p != nullptr) {
       const T inv_sum = static_cast<T>(1.0 / sum_exp);
-      for (int64_t j = lane; j < c; j += kWarp) p[j] *= inv_sum;  // the lane reads back what it wrote
+      for (int64_t j = lane; j < c; RG_STEP(j, kWarp)) p[j] *= inv_sum;  // the lane reads back what it wrote
     }
     if (lane == 0) {
       if (label < 0 || label >= c) {
@@ -200,7 +202,7 @@ __global__ void cross_entropy_backward_kernel(const T* __restrict__ probs, const
                                               T* __restrict__ dlogits, int64_t rows, int64_t c, double eps) {
   const T off_target = static_cast<T>(eps / static_cast<double>(c));
   const T on_target = static_cast<T>(1.0 - eps);
-  for (int64_t k = global_thread(); k < rows * c; k += grid_threads()) {
+  for (int64_t k = global_thread(); k < rows * c; RG_STEP(k, grid_threads())) {
     const int64_t r = k / c, j = k - r * c;
     const int64_t label = labels[r];
     if (label < 0 || label >= c) {

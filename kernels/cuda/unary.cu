@@ -17,6 +17,7 @@
 #include "core/base/cuda_check.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/stride_loop.cuh"
 #include "kernels/cuda/unary.h"
 #include <ringgrad/kernels/unary_ops.h>
 
@@ -42,13 +43,14 @@ template <typename T, int kVec>
 __global__ void unary_kernel(UnaryOp op, const T* x, T* y, int64_t n, acc_t<T> alpha) {
   using P = Pack<T, kVec>;
   const int64_t vectors = n / kVec;
-  for (int64_t v = global_thread(); v < vectors; v += grid_threads()) {
+  for (int64_t v = global_thread(); v < vectors; RG_STEP(v, grid_threads())) {
     P p = reinterpret_cast<const P*>(x)[v];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) p.v[k] = store_value<T>(unary_value(op, load(&p.v[k]), alpha));
     reinterpret_cast<P*>(y)[v] = p;
   }
-  for (int64_t i = vectors * kVec + global_thread(); i < n; i += grid_threads())
+  // The last n % kVec elements: fewer than kVec, and every grid has more threads than that.
+  if (const int64_t i = vectors * kVec + global_thread(); i < n)
     y[i] = store_value<T>(unary_value(op, load(&x[i]), alpha));
 }
 
@@ -59,7 +61,7 @@ __global__ void unary_backward_kernel(UnaryOp op, const T* __restrict__ saved, c
   using A = acc_t<T>;
   using P = Pack<T, kVec>;
   const int64_t vectors = n / kVec;
-  for (int64_t v = global_thread(); v < vectors; v += grid_threads()) {
+  for (int64_t v = global_thread(); v < vectors; RG_STEP(v, grid_threads())) {
     P g = reinterpret_cast<const P*>(dy)[v];
     P s = g;
     if (saved != nullptr) s = reinterpret_cast<const P*>(saved)[v];
@@ -67,7 +69,7 @@ __global__ void unary_backward_kernel(UnaryOp op, const T* __restrict__ saved, c
     for (int k = 0; k < kVec; ++k) g.v[k] = store_value<T>(unary_derivative(op, load(&s.v[k]), load(&g.v[k]), alpha));
     reinterpret_cast<P*>(dx)[v] = g;
   }
-  for (int64_t i = vectors * kVec + global_thread(); i < n; i += grid_threads()) {
+  if (const int64_t i = vectors * kVec + global_thread(); i < n) {  // the tail, as in unary_kernel
     const A s = saved != nullptr ? load(&saved[i]) : A(0);
     dx[i] = store_value<T>(unary_derivative(op, s, load(&dy[i]), alpha));
   }

@@ -1,15 +1,13 @@
-// parallel/gloo/gloo_process_group.cpp: the "gloo" backend -- checks, the queue, the communication
-// thread, and each collective as a call into Gloo.
+// parallel/gloo/gloo_process_group.cpp: the "gloo" backend -- each collective as a call into Gloo, on
+// the shared communication thread.
 //
 // Built when Gloo is found at configure time (CMakeLists.txt, RINGGRAD_GLOO); otherwise
 // process_group.cpp answers "gloo" with "not in this build".
 //
-// Same design as the ring (parallel/ring/ring_process_group.h): collectives are checked on the
-// caller's thread, so a wrong dtype fails at the call, then queued to this group's communication
-// thread, which runs them one after another in launch order -- the same order on every rank, which
-// is also what keeps each collective's Gloo tag (its number) the same on every rank. A failure
-// (a peer died, the deadline passed) marks its Work and leaves the group broken: every later
-// collective fails at once with the first reason. Create a new group to go on.
+// Same design as the ring: collectives are checked on the caller's thread (collective_args.h), then
+// run one after another on the group's communication thread (collective_queue.h) -- the same order on
+// every rank, which is also what keeps each collective's Gloo tag (its number) the same on every
+// rank. A failure (a peer died, the deadline passed) marks its Work and leaves the group broken.
 //
 // Meeting. Each rank opens a Gloo TCP device on the interface that reaches MASTER_ADDR, and Gloo's
 // rendezvous context connects every pair of ranks (a full mesh) through the job's store, under
@@ -27,16 +25,13 @@
 
 #include <pthread.h>
 
-#include <condition_variable>
 #include <csignal>
 #include <cstring>
-#include <deque>
 #include <functional>
-#include <mutex>
-#include <thread>
 
-#include <ringgrad/core/autograd/grad_mode.h>
 #include <ringgrad/core/base/error.h>
+#include "parallel/collective_args.h"
+#include "parallel/collective_queue.h"
 #include "parallel/gloo/gloo_store.h"
 #include "parallel/ring/ring_collectives.h"
 #include "parallel/ring/tcp_link.h"
@@ -52,30 +47,11 @@ void copy_bytes(void* dst, const void* src, size_t bytes) {
 
 size_t byte_count(const Tensor& t) { return static_cast<size_t>(t.numel() * t.element_size()); }
 
-bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16; }
-
-void check_tensor(const char* op, const Tensor& t, const char* what) {
-  RINGGRAD_CHECK(t.defined(), "gloo ", op, ": expected a defined tensor for ", what, ", got an undefined one");
-  RINGGRAD_CHECK(t.device().is_cpu(), "gloo ", op, ": expected a CPU tensor for ", what, ", got one on ", t.device(),
+// Gloo moves host memory: a CUDA tensor is refused at the call, saying where to go instead.
+void on_the_host(const std::string& op, const Tensor& t, const std::string& what) {
+  RINGGRAD_CHECK(t.device().is_cpu(), op, ": expected a CPU tensor for ", what, ", got one on ", t.device(),
                  "; the gloo backend here takes CPU tensors only: move it with .to(Device::cpu()), or use backend "
                  "\"nccl\" (CUDA tensors) or \"ring\" (which stages CUDA tensors through host memory)");
-  RINGGRAD_CHECK(t.is_contiguous(), "gloo ", op, ": expected a contiguous tensor for ", what, ", got shape ", t.shape(),
-                 " with strides ", t.strides(), "; pass t.contiguous() and copy the result back");
-}
-
-void check_reducible(const char* op, const Tensor& t) {
-  RINGGRAD_CHECK(reducible(t.dtype()), "gloo ", op, ": expected float32, float64, bfloat16 or float16, got ",
-                 t.dtype());
-}
-
-void check_like(const char* op, const Tensor& t, const Tensor& reference, const std::string& what) {
-  check_tensor(op, t, what.c_str());
-  RINGGRAD_CHECK(t.shape() == reference.shape() && t.dtype() == reference.dtype(), "gloo ", op, ": expected ", what,
-                 " to be ", reference.shape(), " ", reference.dtype(), ", got ", t.shape(), " ", t.dtype());
-}
-
-std::string describe(const char* op, const Tensor& t, const std::string& extra = "") {
-  return detail::str(op, "(", extra, extra.empty() ? "" : ", ", t.numel(), " x ", t.dtype(), ")");
 }
 
 using GlooReduce = gloo::AllreduceOptions::Func;
@@ -153,34 +129,20 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> barrier() override;
 
  private:
-  // What a collective needs from the communication thread: the tag that numbers it (the same on
-  // every rank) and its timeout, read when it starts.
-  struct Run {
-    uint32_t tag;
-    std::chrono::milliseconds timeout;
-  };
-  struct Job {
-    std::shared_ptr<Work> work;
-    std::function<void(const Run&)> run;
-  };
-  std::shared_ptr<Work> enqueue(std::string description, std::function<void(const Run&)> run);
-  void communication_loop();
   // In place over `count` elements at `data`, combined with `op` (Avg: summed; the caller divides).
-  void all_reduce_raw(void* data, int64_t count, DType dt, ReduceOp op, const Run& run);
+  void all_reduce_raw(void* data, int64_t count, DType dt, ReduceOp op, const CollectiveRun& run);
 
   std::shared_ptr<Store> store_;
   std::shared_ptr<gloo::Context> context_;  // null for a group of one; dropped after a failure
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Job> queue_;
-  bool stopping_ = false;
-  std::string broken_;  // the first failure's message; non-empty = every later collective fails
-  uint32_t tags_ = 0;   // numbers each collective (communication thread only)
-  std::thread thread_;
+  CollectiveArgs args_;
+  std::unique_ptr<CollectiveQueue> queue_;  // made last: its thread uses the context
 };
 
+// The tag that numbers a collective in Gloo's messages: the queue's number, the same on every rank.
+uint32_t tag_of(const CollectiveRun& run) { return static_cast<uint32_t>(run.number); }
+
 GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size, const GlooOptions& options)
-    : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)) {
+    : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)), args_("gloo ", size, on_the_host) {
   const SigpipeBlocked no_sigpipe;  // here, in Gloo's loop thread and in the communication thread
   if (size > 1) {
     RINGGRAD_CHECK(store_ != nullptr, "gloo: a group of ", size, " ranks needs a store to meet through, got none");
@@ -201,118 +163,65 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
                               " ms: ", e.what()));
     }
   }
-  thread_ = std::thread([this] { communication_loop(); });
+  CollectiveQueue::Hooks hooks;
+  hooks.message_prefix = "gloo ";
+  hooks.failure_message = [this](const std::string& description, const std::exception& e) {
+    return detail::str("gloo ", description, " on rank ", rank_, " of ", size_, ": ", e.what());
+  };
+  // Closing this rank's connections tells every peer at once, as the ring's abort does: a rank that
+  // waits on this one fails now instead of at its deadline.
+  hooks.abort = [this](const std::string&) { context_.reset(); };
+  queue_ = std::make_unique<CollectiveQueue>(*this, std::move(hooks));
 }
 
-GlooProcessGroup::~GlooProcessGroup() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-}
+GlooProcessGroup::~GlooProcessGroup() { queue_->stop(); }
 
-std::shared_ptr<Work> GlooProcessGroup::enqueue(std::string description, std::function<void(const Run&)> run) {
-  auto work = std::make_shared<Work>(std::move(description));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({work, std::move(run)});
-  }
-  wake_.notify_all();
-  std::this_thread::yield();  // let the communication thread start now (see the ring's enqueue)
-  return work;
-}
-
-void GlooProcessGroup::communication_loop() {
-  NoGradGuard no_grad;  // results written into tensors (parameters, too) are not part of any graph
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to run
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    job.work->mark_started();
-    const Run run{++tags_, timeout()};
-    std::string broken;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      broken = broken_;
-    }
-    // The job's captures go before its Work is done, as in the ring's loop (the waiter may then exit).
-    if (!broken.empty()) {
-      job.run = nullptr;
-      job.work->mark_done(std::make_exception_ptr(Error(detail::str(
-          "gloo ", job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
-      continue;
-    }
-    try {
-      job.run(run);
-      job.run = nullptr;
-      job.work->mark_done();
-    } catch (const std::exception& e) {
-      const std::string message =
-          detail::str("gloo ", job.work->description(), " on rank ", rank_, " of ", size_, ": ", e.what());
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        broken_ = message;
-      }
-      // Closing this rank's connections tells every peer at once, as the ring's abort does: a rank
-      // that waits on this one fails now instead of at its deadline.
-      context_.reset();
-      job.run = nullptr;
-      job.work->mark_done(std::make_exception_ptr(Error(message)));
-    }
-  }
-}
-
-void GlooProcessGroup::all_reduce_raw(void* data, int64_t count, DType dt, ReduceOp op, const Run& run) {
+void GlooProcessGroup::all_reduce_raw(void* data, int64_t count, DType dt, ReduceOp op, const CollectiveRun& run) {
   if (size_ == 1 || count == 0) return;  // one rank: already the result; nothing to move
   gloo::AllreduceOptions options(context_);
   const auto n = static_cast<size_t>(count);
   switch (dt) {  // the element type only tells Gloo the element size; reduction() knows the rest
     case DType::f32: options.setOutput(static_cast<float*>(data), n); break;
     case DType::f64: options.setOutput(static_cast<double*>(data), n); break;
-    default: options.setOutput(static_cast<uint16_t*>(data), n); break;  // bfloat16, float16 (reducible())
+    default:
+      options.setOutput(static_cast<uint16_t*>(data), n);
+      break;  // bfloat16, float16 (CollectiveArgs::reducible)
   }
   options.setReduceFunction(reduction(dt, op));
-  options.setTag(run.tag);
+  options.setTag(tag_of(run));
   options.setTimeout(run.timeout);
   gloo::allreduce(options);
 }
 
 std::shared_ptr<Work> GlooProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor, "the tensor");
-  check_reducible("all_reduce", tensor);
-  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op](const Run& run) {
-    all_reduce_raw(tensor.data(), tensor.numel(), tensor.dtype(), op, run);
-    if (op == ReduceOp::Avg) divide_by(tensor.data(), tensor.numel(), tensor.dtype(), size_);
-  });
+  args_.reducible("all_reduce", tensor, "the tensor");
+  return queue_->enqueue(describe_collective("all_reduce", tensor, reduce_op_name(op)),
+                         [this, tensor, op](const CollectiveRun& run) {
+                           all_reduce_raw(tensor.data(), tensor.numel(), tensor.dtype(), op, run);
+                           if (op == ReduceOp::Avg) divide_by(tensor.data(), tensor.numel(), tensor.dtype(), size_);
+                         });
 }
 
 std::shared_ptr<Work> GlooProcessGroup::broadcast(const Tensor& tensor, int root) {
-  check_tensor("broadcast", tensor, "the tensor");
-  RINGGRAD_CHECK(root >= 0 && root < size_, "gloo broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
-  return enqueue(describe("broadcast", tensor, detail::str("root ", root)), [this, tensor, root](const Run& run) {
-    if (size_ == 1 || tensor.numel() == 0) return;
-    gloo::BroadcastOptions options(context_);
-    options.setOutput(static_cast<uint8_t*>(tensor.data()), byte_count(tensor));  // root: sent from here
-    options.setRoot(root);
-    options.setTag(run.tag);
-    options.setTimeout(run.timeout);
-    gloo::broadcast(options);
-  });
+  args_.tensor("broadcast", tensor, "the tensor");
+  args_.root("broadcast", root);
+  return queue_->enqueue(describe_collective("broadcast", tensor, detail::str("root ", root)),
+                         [this, tensor, root](const CollectiveRun& run) {
+                           if (size_ == 1 || tensor.numel() == 0) return;
+                           gloo::BroadcastOptions options(context_);
+                           options.setOutput(static_cast<uint8_t*>(tensor.data()),
+                                             byte_count(tensor));  // root: sent from here
+                           options.setRoot(root);
+                           options.setTag(tag_of(run));
+                           options.setTimeout(run.timeout);
+                           gloo::broadcast(options);
+                         });
 }
 
 std::shared_ptr<Work> GlooProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor("all_gather", input, "the input");
-  RINGGRAD_CHECK(static_cast<int>(outputs.size()) == size_, "gloo all_gather: expected ", size_,
-                 " output tensors (one per rank), got ", outputs.size());
-  for (size_t r = 0; r < outputs.size(); ++r) check_like("all_gather", outputs[r], input, detail::str("output ", r));
-  return enqueue(describe("all_gather", input), [this, outputs, input](const Run& run) {
+  args_.tensor("all_gather", input, "the input");
+  args_.one_per_rank("all_gather", outputs, "output", input, "the input");
+  return queue_->enqueue(describe_collective("all_gather", input), [this, outputs, input](const CollectiveRun& run) {
     const size_t bytes = byte_count(input);
     if (size_ == 1 || bytes == 0) {
       copy_bytes(outputs[static_cast<size_t>(rank_)].data(), input.data(), bytes);
@@ -323,7 +232,7 @@ std::shared_ptr<Work> GlooProcessGroup::all_gather(const std::vector<Tensor>& ou
     gloo::AllgatherOptions options(context_);
     options.setInput(static_cast<uint8_t*>(input.data()), bytes);
     options.setOutput(gathered.data(), gathered.size());
-    options.setTag(run.tag);
+    options.setTag(tag_of(run));
     options.setTimeout(run.timeout);
     gloo::allgather(options);
     for (size_t r = 0; r < outputs.size(); ++r) copy_bytes(outputs[r].data(), gathered.data() + r * bytes, bytes);
@@ -332,32 +241,31 @@ std::shared_ptr<Work> GlooProcessGroup::all_gather(const std::vector<Tensor>& ou
 
 std::shared_ptr<Work> GlooProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                        ReduceOp op) {
-  check_tensor("reduce_scatter", output, "the output");
-  check_reducible("reduce_scatter", output);
-  RINGGRAD_CHECK(static_cast<int>(inputs.size()) == size_, "gloo reduce_scatter: expected ", size_,
-                 " input tensors (one per rank), got ", inputs.size());
-  for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
-  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)), [this, output, inputs, op](const Run& run) {
-    // Gloo's one reduce-scatter (ReduceScatterHalvingDoubling) is an old-style algorithm with
-    // typed reduction functions, no bfloat16 and the float16 that reduction() avoids, so this is an
-    // all-reduce of the inputs laid end to end, of which this rank keeps its own chunk. It moves
-    // twice the bytes a true reduce-scatter needs -- fine for correctness and for DDP, which only
-    // all-reduces; the ring has the real one.
-    const size_t bytes = byte_count(output);
-    std::vector<uint8_t> scratch(bytes * inputs.size());  // the inputs are not modified
-    for (size_t r = 0; r < inputs.size(); ++r) copy_bytes(scratch.data() + r * bytes, inputs[r].data(), bytes);
-    all_reduce_raw(scratch.data(), output.numel() * size_, output.dtype(), op, run);
-    uint8_t* const own = scratch.data() + static_cast<size_t>(rank_) * bytes;
-    if (op == ReduceOp::Avg) divide_by(own, output.numel(), output.dtype(), size_);
-    copy_bytes(output.data(), own, bytes);
-  });
+  args_.reducible("reduce_scatter", output, "the output");
+  args_.one_per_rank("reduce_scatter", inputs, "input", output, "the output");
+  return queue_->enqueue(describe_collective("reduce_scatter", output, reduce_op_name(op)),
+                         [this, output, inputs, op](const CollectiveRun& run) {
+                           // Gloo's one reduce-scatter (ReduceScatterHalvingDoubling) is an old-style algorithm with
+                           // typed reduction functions, no bfloat16 and the float16 that reduction() avoids, so this is
+                           // an all-reduce of the inputs laid end to end, of which this rank keeps its own chunk. It
+                           // moves twice the bytes a true reduce-scatter needs -- fine for correctness and for DDP,
+                           // which only all-reduces; the ring has the real one.
+                           const size_t bytes = byte_count(output);
+                           std::vector<uint8_t> scratch(bytes * inputs.size());  // the inputs are not modified
+                           for (size_t r = 0; r < inputs.size(); ++r)
+                             copy_bytes(scratch.data() + r * bytes, inputs[r].data(), bytes);
+                           all_reduce_raw(scratch.data(), output.numel() * size_, output.dtype(), op, run);
+                           uint8_t* const own = scratch.data() + static_cast<size_t>(rank_) * bytes;
+                           if (op == ReduceOp::Avg) divide_by(own, output.numel(), output.dtype(), size_);
+                           copy_bytes(output.data(), own, bytes);
+                         });
 }
 
 std::shared_ptr<Work> GlooProcessGroup::barrier() {
-  return enqueue("barrier()", [this](const Run& run) {
+  return queue_->enqueue("barrier()", [this](const CollectiveRun& run) {
     if (size_ == 1) return;
     gloo::BarrierOptions options(context_);
-    options.setTag(run.tag);
+    options.setTag(tag_of(run));
     options.setTimeout(run.timeout);
     gloo::barrier(options);
   });

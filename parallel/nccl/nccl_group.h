@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <ringgrad/parallel/process_group.h>
+#include "parallel/collective_args.h"
 
 namespace ringgrad {
 namespace detail {
@@ -86,8 +87,10 @@ class NcclWork final : public Work {
 
  private:
   friend struct NcclShared;
-  friend class NcclProcessGroup;          // records the event at launch
-  void finish(std::exception_ptr error);  // with the shared mutex held
+  friend class NcclProcessGroup;  // records the event at launch
+  // With the shared mutex held. `release`: the NCCL stream is done with the tensors (false after an
+  // abort whose stream did not drain: they are then kept until the process ends).
+  void finish(std::exception_ptr error, bool release = true);
 
   std::shared_ptr<NcclShared> shared_;
   bool finished_ = false;  // guarded by the shared mutex (Work::done_ is the base class's copy)
@@ -126,10 +129,13 @@ class NcclProcessGroup final : public ProcessGroup {
   template <typename Before, typename Call, typename After>
   std::shared_ptr<Work> launch(const std::string& description, std::vector<Tensor> keep_alive, Before before, Call call,
                                After after);
-  void check_tensor(const char* op, const Tensor& t, const std::string& what) const;
+  // A collective with nothing to move (empty tensors): a Work already done, or already failed when
+  // the group is broken, as any other collective of a broken group.
+  std::shared_ptr<Work> nothing_to_do(const std::string& description);
   void watchdog_loop();
 
   std::shared_ptr<NcclShared> shared_;
+  CollectiveArgs args_;    // the checks every backend shares, with this rank's GPU as the one device
   Tensor barrier_buffer_;  // one float on the device: barrier() all-reduces it
   // The watchdog polls the Works in flight, so a collective nobody waits for still times out, aborts
   // and releases its tensors -- otherwise a dead peer would hold them, and the NCCL stream, forever.

@@ -45,7 +45,12 @@
 // communicator. The same polling watches every collective until its `done` event has happened: in
 // wait(), and in a watchdog thread for collectives nobody waits for (a stuck one would otherwise hold
 // its tensors, and the NCCL stream, for ever). After an abort the group is
-// broken: every later collective throws at once with the first failure, as the ring backend does.
+// broken: every later collective fails at once with the first failure -- its Work has already
+// failed, and wait() rethrows -- as on the ring and gloo (collective_queue.h).
+// The failed Works release their tensors only once the NCCL stream has drained: until the aborted
+// kernels have exited, a released block could go to a compute-stream kernel that nothing orders
+// after them. A stream that does not drain within kAbortDrainLimit keeps them for the life of the
+// process -- memory lost, never memory shared.
 #include "parallel/nccl/nccl_process_group.h"
 
 #include <algorithm>
@@ -108,6 +113,40 @@ constexpr const char* kUniqueIdKey = "nccl/unique_id";
 // Tearing down: how long the destructor lets collectives in flight, and NCCL's finalize, take.
 constexpr std::chrono::milliseconds kTeardownGraceMs{10000};
 constexpr std::chrono::milliseconds kWatchdogPeriodMs{100};
+// After ncclCommAbort: how long the NCCL stream may take to drain (the aborted kernels exit in
+// microseconds to milliseconds).
+constexpr std::chrono::milliseconds kAbortDrainLimit{5000};
+
+// Whether `stream` drained within `limit`; any error counts as not drained.
+bool drained_within(cudaStream_t stream, std::chrono::milliseconds limit) {
+  const Clock::time_point deadline = Clock::now() + limit;
+  for (;;) {
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// A collective of a group that is already broken: a Work that has failed, whose wait() rethrows.
+std::shared_ptr<Work> failed_work(const std::string& description, const std::string& message) {
+  auto work = std::make_shared<Work>(description);
+  work->mark_started();
+  work->mark_done(std::make_exception_ptr(Error(message)));
+  return work;
+}
+
+// Tensors an aborted collective may still touch: never freed (see the top of this file).
+void keep_for_ever(std::vector<Tensor> tensors) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (Tensor& t : tensors) kept->push_back(std::move(t));
+}
 
 ncclDataType_t reduction_type(const char* op, DType dt, const Device& device) {
   switch (dt) {
@@ -128,10 +167,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::Max: return ncclMax;
   }
   return ncclSum;
-}
-
-std::string describe(const char* op, const Tensor& t, const std::string& extra = "") {
-  return detail::str(op, "(", extra, extra.empty() ? "" : ", ", t.numel(), " x ", t.dtype(), " on ", t.device(), ")");
 }
 
 size_t bytes_of(const Tensor& t) { return static_cast<size_t>(t.numel() * t.element_size()); }
@@ -210,14 +245,17 @@ bool NcclShared::poll_all() {
 }
 
 void NcclShared::fail(const std::string& message, NcclWork* failed) {
+  bool drained = true;  // whether the Works' tensors are the caller's again
   if (comm != nullptr) {
     // Stops NCCL's kernels, so the NCCL stream drains (the aborted collectives leave whatever they
-    // left in their buffers), and frees the communicator. Best effort: there is nothing left to do if the abort itself
-    // fails.
+    // left in their buffers), and frees the communicator; then waits for the drain. Best effort:
+    // there is nothing left to do if the abort itself fails.
     try {
       CudaDeviceGuard guard(device);
       (void)ncclCommAbort(comm);
+      drained = drained_within(stream, kAbortDrainLimit);
     } catch (const std::exception&) {
+      drained = false;
     }
     comm = nullptr;
   }
@@ -226,10 +264,12 @@ void NcclShared::fail(const std::string& message, NcclWork* failed) {
   in_flight.clear();
   for (const auto& w : works) {
     if (w->finished_ || w.get() == failed) continue;
-    w->finish(std::make_exception_ptr(Error(detail::str(
-        w->description(), " on rank ", rank, ": the process group is broken by an earlier failure: ", broken))));
+    w->finish(
+        std::make_exception_ptr(Error(detail::str(w->description(), " on rank ", rank,
+                                                  ": the process group is broken by an earlier failure: ", broken))),
+        drained);
   }
-  if (failed != nullptr && !failed->finished_) failed->finish(std::make_exception_ptr(Error(message)));
+  if (failed != nullptr && !failed->finished_) failed->finish(std::make_exception_ptr(Error(message)), drained);
 }
 
 // --- Work -----------------------------------------------------------------------------------------------
@@ -250,9 +290,14 @@ NcclWork::~NcclWork() {
   if (done_event_ != nullptr) (void)cudaEventDestroy(done_event_);
 }
 
-void NcclWork::finish(std::exception_ptr error) {
+void NcclWork::finish(std::exception_ptr error, bool release) {
   finished_ = true;
-  keep_alive_.clear();  // the GPU is done with them (or the communicator is aborted)
+  if (release) {
+    keep_alive_.clear();  // the GPU is done with them
+  } else {
+    keep_for_ever(std::move(keep_alive_));
+    keep_alive_.clear();
+  }
   mark_done(std::move(error));
 }
 
@@ -283,7 +328,13 @@ void NcclWork::wait() {
 
 NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size, int local_rank,
                                    std::chrono::milliseconds timeout)
-    : ProcessGroup(rank, size, timeout), shared_(std::make_shared<NcclShared>(rank, size, local_rank)) {
+    : ProcessGroup(rank, size, timeout),
+      shared_(std::make_shared<NcclShared>(rank, size, local_rank)),
+      args_("", size, [local_rank](const std::string& op, const Tensor& t, const std::string& what) {
+        const Device mine = Device::cuda(local_rank);
+        RINGGRAD_CHECK(t.device() == mine, op, ": expected ", what, " on ", mine, " (this rank's GPU, LOCAL_RANK ",
+                       local_rank, "), got ", t.device(), "; move it with .to(Device::cuda(", local_rank, "))");
+      }) {
   const int devices = cuda_device_count();
   RINGGRAD_CHECK(devices > 0, "init_process_group(\"nccl\"): rank ", rank, " needs GPU cuda:", local_rank,
                  " (LOCAL_RANK ", local_rank,
@@ -404,23 +455,13 @@ void NcclProcessGroup::watchdog_loop() {
   }
 }
 
-void NcclProcessGroup::check_tensor(const char* op, const Tensor& t, const std::string& what) const {
-  const Device mine = Device::cuda(shared_->device);
-  RINGGRAD_CHECK(t.defined(), op, ": expected a defined tensor for ", what, ", got an undefined one");
-  RINGGRAD_CHECK(t.device() == mine, op, ": expected ", what, " on ", mine, " (this rank's GPU, LOCAL_RANK ",
-                 shared_->device, "), got ", t.device(), "; move it with .to(Device::cuda(", shared_->device, "))");
-  RINGGRAD_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor for ", what, ", got shape ", t.shape(),
-                 " with strides ", t.strides(), "; pass t.contiguous() and copy the result back");
-}
-
 template <typename Before, typename Call, typename After>
 std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, std::vector<Tensor> keep_alive,
                                                Before before, Call call, After after) {
   NoGradGuard no_grad;  // the copies into outputs (parameters, too) are not part of any graph
   NcclShared& s = *shared_;
   std::lock_guard<std::mutex> lock(s.mutex);
-  RINGGRAD_CHECK(s.broken.empty(), description, " on rank ", rank_,
-                 ": the process group is broken by an earlier failure: ", s.broken);
+  if (!s.broken.empty()) return failed_work(description, broken_group_message(description, rank_, s.broken));
   CudaDeviceGuard guard(s.device);
   const auto compute = static_cast<cudaStream_t>(cuda_stream(s.device));
   auto work = std::make_shared<NcclWork>(description, shared_, timeout(), std::move(keep_alive));
@@ -437,8 +478,8 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
       wait_until_idle(s, Clock::now() + timeout(), timeout(), /*poll_in_flight=*/true);
   } catch (const std::exception& e) {
     const std::string message = detail::str(description, " on rank ", rank_, ": ", e.what(), "; communicator aborted");
-    s.fail(message, work.get());
-    throw Error(message);
+    s.fail(message, work.get());  // fails `work` with the message: wait() rethrows it, as for any failure
+    return work;
   }
   after(s.stream);  // on the NCCL stream, after the collective
   RINGGRAD_CUDA_CHECK(cudaEventRecord(work->done_event_, s.stream));
@@ -446,22 +487,25 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
   return work;
 }
 
-namespace {
-// A collective over empty tensors has nothing to move: a Work that is already done.
-std::shared_ptr<Work> nothing_to_do(const std::string& description) {
+std::shared_ptr<Work> NcclProcessGroup::nothing_to_do(const std::string& description) {
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  if (!shared_->broken.empty())
+    return failed_work(description, broken_group_message(description, rank_, shared_->broken));
   auto work = std::make_shared<Work>(description);
   work->mark_started();
   work->mark_done();
   return work;
 }
+
+namespace {
 void nothing() {}
 void nothing_after(cudaStream_t) {}
 }  // namespace
 
 std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor, "the tensor");
+  args_.reducible("all_reduce", tensor, "the tensor");
   const ncclDataType_t type = reduction_type("all_reduce", tensor.dtype(), tensor.device());
-  const std::string description = describe("all_reduce", tensor, reduce_op_name(op));
+  const std::string description = describe_collective("all_reduce", tensor, reduce_op_name(op));
   if (tensor.numel() == 0) return nothing_to_do(description);
   const auto count = static_cast<size_t>(tensor.numel());
   return launch(
@@ -474,9 +518,9 @@ std::shared_ptr<Work> NcclProcessGroup::all_reduce(const Tensor& tensor, ReduceO
 }
 
 std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& tensor, int root) {
-  check_tensor("broadcast", tensor, "the tensor");
-  RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
-  const std::string description = describe("broadcast", tensor, detail::str("root ", root));
+  args_.tensor("broadcast", tensor, "the tensor");
+  args_.root("broadcast", root);
+  const std::string description = describe_collective("broadcast", tensor, detail::str("root ", root));
   if (tensor.numel() == 0) return nothing_to_do(description);
   // Any dtype: a broadcast copies bytes, so it moves them as ncclUint8.
   return launch(
@@ -494,17 +538,9 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast(const Tensor& tensor, int root
 // broadcasts instead of NCCL's all-gather algorithms (ring, NVLS), and the extra copy is a pass over
 // the result in HBM, small next to moving it between GPUs.
 std::shared_ptr<Work> NcclProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor("all_gather", input, "the input");
-  RINGGRAD_CHECK(static_cast<int>(outputs.size()) == size_, "all_gather: expected ", size_,
-                 " output tensors (one per rank), got ", outputs.size());
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    const std::string what = detail::str("output ", r);
-    check_tensor("all_gather", outputs[r], what);
-    RINGGRAD_CHECK(outputs[r].shape() == input.shape() && outputs[r].dtype() == input.dtype(), "all_gather: expected ",
-                   what, " to be ", input.shape(), " ", input.dtype(), " like the input, got ", outputs[r].shape(), " ",
-                   outputs[r].dtype());
-  }
-  const std::string description = describe("all_gather", input);
+  args_.tensor("all_gather", input, "the input");
+  args_.one_per_rank("all_gather", outputs, "output", input, "the input");
+  const std::string description = describe_collective("all_gather", input);
   if (input.numel() == 0) return nothing_to_do(description);
   const int64_t n = input.numel();
   const Tensor scratch = empty({size_ * n}, TensorOptions(input.dtype()).device(input.device()));
@@ -530,18 +566,10 @@ std::shared_ptr<Work> NcclProcessGroup::all_gather(const std::vector<Tensor>& ou
 // block `rank` of the reduction lands straight in the output. The inputs are not modified.
 std::shared_ptr<Work> NcclProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                        ReduceOp op) {
-  check_tensor("reduce_scatter", output, "the output");
+  args_.reducible("reduce_scatter", output, "the output");
+  args_.one_per_rank("reduce_scatter", inputs, "input", output, "the output");
   const ncclDataType_t type = reduction_type("reduce_scatter", output.dtype(), output.device());
-  RINGGRAD_CHECK(static_cast<int>(inputs.size()) == size_, "reduce_scatter: expected ", size_,
-                 " input tensors (one per rank), got ", inputs.size());
-  for (size_t r = 0; r < inputs.size(); ++r) {
-    const std::string what = detail::str("input ", r);
-    check_tensor("reduce_scatter", inputs[r], what);
-    RINGGRAD_CHECK(inputs[r].shape() == output.shape() && inputs[r].dtype() == output.dtype(),
-                   "reduce_scatter: expected ", what, " to be ", output.shape(), " ", output.dtype(),
-                   " like the output, got ", inputs[r].shape(), " ", inputs[r].dtype());
-  }
-  const std::string description = describe("reduce_scatter", output, reduce_op_name(op));
+  const std::string description = describe_collective("reduce_scatter", output, reduce_op_name(op));
   if (output.numel() == 0) return nothing_to_do(description);
   const int64_t n = output.numel();
   const Tensor scratch = empty({size_ * n}, TensorOptions(output.dtype()).device(output.device()));

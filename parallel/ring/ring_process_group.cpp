@@ -1,4 +1,4 @@
-// parallel/ring/ring_process_group.cpp: checks, the queue, the communication thread, staging.
+// parallel/ring/ring_process_group.cpp: the ring's collectives on the shared queue, and CUDA staging.
 #include "parallel/ring/ring_process_group.h"
 
 #include <sys/prctl.h>
@@ -26,25 +26,6 @@ constexpr std::chrono::milliseconds kDiagnosticLimit(3000);
 // memcpy, but an empty tensor's data pointer may be null, and memcpy(null, null, 0) is undefined.
 void copy_bytes(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
-}
-
-bool reducible(DType dt) { return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16; }
-
-void check_tensor(const char* op, const Tensor& t, const char* what) {
-  RINGGRAD_CHECK(t.defined(), op, ": expected a defined tensor for ", what, ", got an undefined one");
-  RINGGRAD_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor for ", what, ", got shape ", t.shape(),
-                 " with strides ", t.strides(), "; pass t.contiguous() and copy the result back");
-}
-
-void check_like(const char* op, const Tensor& t, const Tensor& reference, const std::string& what) {
-  check_tensor(op, t, what.c_str());
-  RINGGRAD_CHECK(t.shape() == reference.shape() && t.dtype() == reference.dtype() && t.device() == reference.device(),
-                 op, ": expected ", what, " to be ", reference.shape(), " ", reference.dtype(), " on ",
-                 reference.device(), ", got ", t.shape(), " ", t.dtype(), " on ", t.device());
-}
-
-std::string describe(const char* op, const Tensor& t, const std::string& extra = "") {
-  return detail::str(op, "(", extra, extra.empty() ? "" : ", ", t.numel(), " x ", t.dtype(), " on ", t.device(), ")");
 }
 
 // Until the counter `key` reaches `count`, for kDiagnosticLimit at most: rank 0 serves the store, and
@@ -150,7 +131,7 @@ class HostView {
 }  // namespace
 
 RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int size, const RingOptions& options)
-    : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)) {
+    : ProcessGroup(rank, size, options.timeout()), store_(std::move(store)), args_("", size) {
   RINGGRAD_CHECK(options.transport() == "auto" || options.transport() == "tcp" || options.transport() == "shm",
                  "ring: expected transport \"auto\", \"tcp\" or \"shm\", got \"", options.transport(), "\"");
   const std::string algorithm = requested_algorithm(options.algorithm());
@@ -196,17 +177,23 @@ RingProcessGroup::RingProcessGroup(std::shared_ptr<Store> store, int rank, int s
   position_of_.resize(static_cast<size_t>(size));
   for (int p = 0; p < size; ++p) position_of_[static_cast<size_t>(order_[static_cast<size_t>(p)])] = p;
   position_ = position_of_[static_cast<size_t>(rank)];
-  thread_ = std::thread([this] { communication_loop(); });
+  CollectiveQueue::Hooks hooks;
+  // A waiting transport naps in microsecond steps; Linux's default 50 us timer slack would stretch
+  // each nap several-fold, and every nap delays the neighbour that waits on this rank.
+  hooks.on_thread_start = [] { ::prctl(PR_SET_TIMERSLACK, 1000UL); };  // 1 us, for that thread only
+  hooks.failure_message = [this](const std::string& description, const std::exception& e) {
+    std::string message = detail::str(description, " on rank ", rank_, where_, ": ", e.what());
+    const std::string first = first_failure(message);
+    if (!first.empty()) message += " [first failure in the job: " + first + "]";
+    return message;
+  };
+  hooks.abort = [this](const std::string& reason) { abort_links(reason); };
+  queue_ = std::make_unique<CollectiveQueue>(*this, std::move(hooks));
 }
 
 RingProcessGroup::~RingProcessGroup() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-  if (rank() == 0 && !broken_.empty()) wait_for_failure_reports();  // the thread is gone: no lock
+  queue_->stop();
+  if (rank() == 0 && !queue_->broken().empty()) wait_for_failure_reports();
 }
 
 // Rank 0 serves the store, and the store dies with it. After a failure the ranks that are not next
@@ -246,75 +233,12 @@ void RingProcessGroup::abort_links(const std::string& reason) {
     if (link != nullptr) link->abort(reason);
 }
 
-std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description, std::function<void(uint64_t, Deadline)> run) {
-  auto work = std::make_shared<Work>(std::move(description));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({work, std::move(run)});
-  }
-  wake_.notify_all();
-  // Let the communication thread start now rather than at the scheduler's next tick: when compute
-  // threads fill every core (DDP's backward), a woken thread can otherwise wait milliseconds for
-  // one, and the all-reduce that should overlap backward starts only after it.
-  std::this_thread::yield();
-  return work;
-}
-
-void RingProcessGroup::communication_loop() {
-  NoGradGuard no_grad;  // staging copies back into tensors (parameters, too) are not part of any graph
-  // A waiting transport naps in microsecond steps; Linux's default 50 us timer slack would stretch
-  // each nap several-fold, and every nap delays the neighbour that waits on this rank.
-  ::prctl(PR_SET_TIMERSLACK, 1000UL);  // 1 us, for this thread only
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to run
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    job.work->mark_started();
-    const uint64_t collective = ++collectives_;
-    std::string broken;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      broken = broken_;
-    }
-    // A job's captures (tensors, CUDA events of staged copies) are released on this thread before its
-    // Work is marked done: once it is, the waiter may return from main, and the exit handlers then
-    // tear down what a late destructor here would still touch (the CUDA runtime's state).
-    if (!broken.empty()) {
-      job.run = nullptr;
-      job.work->mark_done(std::make_exception_ptr(Error(
-          detail::str(job.work->description(), ": the process group is broken by an earlier failure: ", broken))));
-      continue;
-    }
-    try {
-      job.run(collective, deadline_in(timeout()));
-      job.run = nullptr;
-      job.work->mark_done();
-    } catch (const std::exception& e) {
-      std::string message = detail::str(job.work->description(), " on rank ", rank_, where_, ": ", e.what());
-      const std::string first = first_failure(message);
-      if (!first.empty()) message += " [first failure in the job: " + first + "]";
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        broken_ = message;
-      }
-      abort_links(e.what());
-      job.run = nullptr;
-      job.work->mark_done(std::make_exception_ptr(Error(message)));
-    }
-  }
-}
-
 std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor, "the tensor");
-  RINGGRAD_CHECK(reducible(tensor.dtype()), "all_reduce: expected float32, float64, bfloat16 or float16, got ",
-                 tensor.dtype());
+  args_.reducible("all_reduce", tensor, "the tensor");
   auto ready = ready_point(tensor);
-  return enqueue(describe("all_reduce", tensor, reduce_op_name(op)), [this, tensor, op, ready](uint64_t c, Deadline d) {
+  const auto job = [this, tensor, op, ready](const CollectiveRun& run) {
+    const uint64_t c = run.number;
+    const Deadline d = run.deadline;
     const HostView view(tensor, ready);
     if (local_link_) {
       hierarchical_all_reduce({local_link_.get(), local_position_, local_size_, c, d},
@@ -324,29 +248,28 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
       ring_all_reduce({link_.get(), position_, size_, c, d}, view.data(), tensor.numel(), tensor.dtype(), op);
     }
     view.write_back();
-  });
+  };
+  return queue_->enqueue(describe_collective("all_reduce", tensor, reduce_op_name(op)), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root) {
-  check_tensor("broadcast", tensor, "the tensor");
-  RINGGRAD_CHECK(root >= 0 && root < size_, "broadcast: expected a root rank in 0..", size_ - 1, ", got ", root);
+  args_.tensor("broadcast", tensor, "the tensor");
+  args_.root("broadcast", root);
   auto ready = ready_point(tensor);
-  return enqueue(describe("broadcast", tensor, detail::str("root ", root)),
-                 [this, tensor, root, ready](uint64_t c, Deadline d) {
-                   const HostView view(tensor, ready, rank_ == root);
-                   ring_broadcast({link_.get(), position_, size_, c, d}, view.data(),
-                                  tensor.numel() * tensor.element_size(), position_of_[static_cast<size_t>(root)]);
-                   if (rank_ != root) view.write_back();
-                 });
+  const auto job = [this, tensor, root, ready](const CollectiveRun& run) {
+    const HostView view(tensor, ready, rank_ == root);
+    ring_broadcast({link_.get(), position_, size_, run.number, run.deadline}, view.data(),
+                   tensor.numel() * tensor.element_size(), position_of_[static_cast<size_t>(root)]);
+    if (rank_ != root) view.write_back();
+  };
+  return queue_->enqueue(describe_collective("broadcast", tensor, detail::str("root ", root)), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor("all_gather", input, "the input");
-  RINGGRAD_CHECK(static_cast<int>(outputs.size()) == size_, "all_gather: expected ", size_,
-                 " output tensors (one per rank), got ", outputs.size());
-  for (size_t r = 0; r < outputs.size(); ++r) check_like("all_gather", outputs[r], input, detail::str("output ", r));
-  auto ready = ready_point(input);  // outputs and input share the device (check_like)
-  return enqueue(describe("all_gather", input), [this, outputs, input, ready](uint64_t c, Deadline d) {
+  args_.tensor("all_gather", input, "the input");
+  args_.one_per_rank("all_gather", outputs, "output", input, "the input");
+  auto ready = ready_point(input);  // outputs and input share the device (one_per_rank)
+  const auto job = [this, outputs, input, ready](const CollectiveRun& run) {
     std::vector<HostView> views;
     views.reserve(outputs.size());
     for (const Tensor& t : outputs) views.emplace_back(t, ready, /*read=*/false);  // the ring writes all of them
@@ -357,50 +280,48 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
     chunks.reserve(views.size());
     for (const int r : order_)
       chunks.push_back({static_cast<uint8_t*>(views[static_cast<size_t>(r)].data()), input.numel()});
-    if (size_ > 1) ring_all_gather({link_.get(), position_, size_, c, d}, chunks, input.element_size());
+    if (size_ > 1)
+      ring_all_gather({link_.get(), position_, size_, run.number, run.deadline}, chunks, input.element_size());
     for (const HostView& v : views) v.write_back();
-  });
+  };
+  return queue_->enqueue(describe_collective("all_gather", input), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                        ReduceOp op) {
-  check_tensor("reduce_scatter", output, "the output");
-  RINGGRAD_CHECK(reducible(output.dtype()), "reduce_scatter: expected float32, float64, bfloat16 or float16, got ",
-                 output.dtype());
-  RINGGRAD_CHECK(static_cast<int>(inputs.size()) == size_, "reduce_scatter: expected ", size_,
-                 " input tensors (one per rank), got ", inputs.size());
-  for (size_t r = 0; r < inputs.size(); ++r) check_like("reduce_scatter", inputs[r], output, detail::str("input ", r));
-  auto ready = ready_point(output);  // inputs and output share the device (check_like)
-  return enqueue(describe("reduce_scatter", output, reduce_op_name(op)),
-                 [this, output, inputs, op, ready](uint64_t c, Deadline d) {
-                   // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
-                   const int64_t count = output.numel(), bytes = count * output.element_size();
-                   std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
-                   for (int r = 0; r < size_; ++r) {
-                     const HostView in(inputs[static_cast<size_t>(r)], ready);
-                     copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
-                   }
-                   std::vector<Chunk> chunks;  // in ring order, as in all_gather
-                   for (const int r : order_) chunks.push_back({scratch.data() + r * bytes, count});
-                   if (size_ > 1)
-                     ring_reduce_scatter({link_.get(), position_, size_, c, d}, chunks, output.dtype(), op);
-                   uint8_t* const own = chunks[static_cast<size_t>(position_)].data;  // this rank's
-                   if (op == ReduceOp::Avg) divide_by(own, count, output.dtype(), size_);
-                   const HostView out(output, ready, /*read=*/false);
-                   copy_bytes(out.data(), own, bytes);
-                   out.write_back();
-                 });
+  args_.reducible("reduce_scatter", output, "the output");
+  args_.one_per_rank("reduce_scatter", inputs, "input", output, "the output");
+  auto ready = ready_point(output);  // inputs and output share the device (one_per_rank)
+  const auto job = [this, output, inputs, op, ready](const CollectiveRun& run) {
+    // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
+    const int64_t count = output.numel(), bytes = count * output.element_size();
+    std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
+    for (int r = 0; r < size_; ++r) {
+      const HostView in(inputs[static_cast<size_t>(r)], ready);
+      copy_bytes(scratch.data() + r * bytes, in.data(), bytes);
+    }
+    std::vector<Chunk> chunks;  // in ring order, as in all_gather
+    for (const int r : order_) chunks.push_back({scratch.data() + r * bytes, count});
+    if (size_ > 1)
+      ring_reduce_scatter({link_.get(), position_, size_, run.number, run.deadline}, chunks, output.dtype(), op);
+    uint8_t* const own = chunks[static_cast<size_t>(position_)].data;  // this rank's
+    if (op == ReduceOp::Avg) divide_by(own, count, output.dtype(), size_);
+    const HostView out(output, ready, /*read=*/false);
+    copy_bytes(out.data(), own, bytes);
+    out.write_back();
+  };
+  return queue_->enqueue(describe_collective("reduce_scatter", output, reduce_op_name(op)), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {
-  return enqueue("barrier()", [this](uint64_t c, Deadline d) {
+  return queue_->enqueue("barrier()", [this](const CollectiveRun& run) {
     // An all-gather of one byte per rank: nobody finishes before every rank's byte went around.
     if (size_ == 1) return;
     std::vector<uint8_t> marks(static_cast<size_t>(size_), 0);
     std::vector<Chunk> chunks;
     chunks.reserve(marks.size());
     for (int r = 0; r < size_; ++r) chunks.push_back({marks.data() + r, 1});
-    ring_all_gather({link_.get(), position_, size_, c, d}, chunks, 1);
+    ring_all_gather({link_.get(), position_, size_, run.number, run.deadline}, chunks, 1);
   });
 }
 

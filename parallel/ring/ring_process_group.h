@@ -1,30 +1,23 @@
 // parallel/ring/ring_process_group.h: ProcessGroup backend "ring" -- the hand-written ring.
 //
-// Collectives are checked on the caller's thread (so a wrong dtype fails at the call), then queued
-// to this group's communication thread, which runs them one after another in launch order -- the
-// same order on every rank, which is what lets the ranks' messages match up. The caller gets a Work
-// at once and keeps computing; DDP launches a bucket's all-reduce this way while backward goes on.
-//
-// A collective that fails (a peer died, the deadline passed, ranks disagree) marks its Work with the
-// error, tells the neighbours, and leaves the group broken: every later collective fails at once
-// with the original reason, as an aborted NCCL communicator does. Create a new group to go on.
+// Collectives are checked on the caller's thread (collective_args.h), then run one after another on
+// the group's communication thread (collective_queue.h, which also says what a Work means). A
+// collective that fails (a peer died, the deadline passed, ranks disagree) marks its Work with the
+// error, tells the neighbours, and leaves the group broken.
 //
 // Across hosts with the same number (>= 2) of ranks each, all_reduce is hierarchical by default
 // (hierarchical.h): the group then connects two more rings besides the job's -- one inside this
 // host, one across the hosts -- and the other collectives keep the job's ring.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ringgrad/core/base/arg.h>
 #include <ringgrad/parallel/process_group.h>
+#include "parallel/collective_args.h"
+#include "parallel/collective_queue.h"
 #include "parallel/ring/link.h"
 
 namespace ringgrad {
@@ -65,12 +58,6 @@ class RingProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> barrier() override;
 
  private:
-  struct Job {
-    std::shared_ptr<Work> work;
-    std::function<void(uint64_t collective, Deadline deadline)> run;
-  };
-  std::shared_ptr<Work> enqueue(std::string description, std::function<void(uint64_t, Deadline)> run);
-  void communication_loop();
   std::string first_failure(const std::string& mine);
   void wait_for_failure_reports();
 
@@ -87,13 +74,8 @@ class RingProcessGroup final : public ProcessGroup {
   std::vector<int> order_;        // position -> rank
   std::vector<int> position_of_;  // rank -> position
   int position_ = 0;              // this rank's
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Job> queue_;
-  bool stopping_ = false;
-  std::string broken_;        // the first failure's message; non-empty = every later collective fails
-  uint64_t collectives_ = 0;  // numbers each collective's messages (communication thread only)
-  std::thread thread_;
+  CollectiveArgs args_;
+  std::unique_ptr<CollectiveQueue> queue_;  // made last: its thread uses the links
 };
 
 }  // namespace parallel

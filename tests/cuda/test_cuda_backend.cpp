@@ -47,7 +47,7 @@ Tensor host_poisoned(const Shape& shape, DType dt) { return poisoned(shape, dt).
 
 TEST_CASE("cuda backend: fill, arange and strided copies with casts agree with the CPU", "[cuda]") {
   require_gpu();
-  const int64_t n = GENERATE(1, 7, 33, 129, 1000);
+  const int64_t n = GENERATE(1, 7, 33, 129, 1000, 4099);  // 4099: past a small device's grid
   for (const DType dt : {DType::f32, DType::f64, DType::i64, DType::u8}) {
     Tensor want = on_cpu({n}, dt), got = poisoned({n}, dt);
     cpu().fill(dt, want.data(), n, 3.0, nullptr);
@@ -110,7 +110,7 @@ TEST_CASE("cuda backend: copy_between moves bytes from one GPU to another", "[cu
 
 TEST_CASE("cuda backend: random draws and dropout equal the CPU's", "[cuda]") {
   require_gpu();
-  const int64_t n = GENERATE(1, 7, 33, 129, 1000);
+  const int64_t n = GENERATE(1, 7, 33, 129, 1000, 4099);  // 4099: past a small device's grid
   for (const DType dt : {DType::f32, DType::f64}) {
     Tensor want = on_cpu({n}, dt), got = poisoned({n}, dt);
     cpu().random(RandomKind::Uniform, dt, want.data(), n, 42, 7, -1.0, 3.0, nullptr);
@@ -194,8 +194,10 @@ TEST_CASE("cuda backend: binary ops with broadcasting agree with the CPU bitwise
 
 TEST_CASE("cuda backend: sum, max and scatter_add_dim agree with the CPU", "[cuda]") {
   require_gpu();
-  const int64_t r = GENERATE(1, 7, 33, 129, 1000);
-  const int64_t outer = 3, inner = GENERATE(1, 5);
+  // (3, 347): more output positions than a small device's grid has threads (scatter_add_dim's loop).
+  const auto [r, inner] = GENERATE(table<int64_t, int64_t>(
+      {{1, 1}, {7, 1}, {33, 1}, {129, 1}, {1000, 1}, {1, 5}, {7, 5}, {33, 5}, {129, 5}, {1000, 5}, {3, 347}}));
+  const int64_t outer = 3;
   for (const DType dt : {DType::f32, DType::f64}) {
     const Tensor x = seeded_host({outer, r, inner}, dt, 31);
     const Tensor gx = x.to(kGpu);
@@ -260,8 +262,10 @@ TEST_CASE("cuda backend: gemm agrees with the CPU for every transpose and epilog
 
 TEST_CASE("cuda backend: softmax and log_softmax with their backward agree with the CPU", "[cuda]") {
   require_gpu();
-  const int64_t c = GENERATE(1, 7, 33, 129, 1000);
-  const int64_t outer = 3, inner = GENERATE(1, 4);
+  // (3, 347): more columns than a small device's grid has threads (the column kernels' loops).
+  const auto [c, inner] = GENERATE(table<int64_t, int64_t>(
+      {{1, 1}, {7, 1}, {33, 1}, {129, 1}, {1000, 1}, {1, 4}, {7, 4}, {33, 4}, {129, 4}, {1000, 4}, {3, 347}}));
+  const int64_t outer = 3;
   for (const DType dt : {DType::f32, DType::f64}) {
     const double eps = dt == DType::f32 ? 1.2e-7 : 2.3e-16;
     const Tensor x = seeded_host({outer, c, inner}, dt, 51, -8.0, 8.0), dy = seeded_host({outer, c, inner}, dt, 52);

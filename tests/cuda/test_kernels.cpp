@@ -132,7 +132,7 @@ double ulps(double k) {
 
 TEST_CASE("cuda kernels: fill and arange agree with the CPU", "[cuda][kernels]") {
   require_gpu();
-  const int64_t n = GENERATE(1, 7, 33, 129, 1000);
+  const int64_t n = GENERATE(1, 7, 33, 129, 1000, 4099);  // 4099: past a small device's grid
   std::vector<float> f(static_cast<size_t>(n));
   std::vector<int64_t> l(static_cast<size_t>(n));
   DeviceArray df(f.size() * 4), dl(l.size() * 8);

@@ -27,6 +27,7 @@
 #include "parallel/nccl/nccl_process_group.h"
 #include <ringgrad/parallel/process_group.h>
 #include <ringgrad/parallel/store.h>
+#include "parallel/work_contract.h"
 #include "test_util.h"
 
 using namespace ringgrad;
@@ -421,11 +422,21 @@ TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and st
       return;
     }
     pg->set_timeout(std::chrono::milliseconds(3000));
+    std::shared_ptr<parallel::Work> stuck;
+    {
+      const Tensor dropped = rank_values(rank, 1 << 20, DType::f32, rank);
+      stuck = pg->all_reduce(dropped);  // the Work keeps its tensor; the caller drops it at once
+    }
     try {
-      pg->all_reduce(t)->wait();
+      stuck->wait();
     } catch (const Error& e) {
       first_error = e.what();
     }
+    // The aborted collective's block goes back to the compute stream's pool, where the next tensor of
+    // its size gets it: only once the NCCL stream has drained, or an aborted kernel could still write
+    // it (on the emulator, the happens-before checker stops the program if nothing orders the two).
+    const Tensor next = t * 2.0;
+    check_equal(next, (t.to(Device::cpu()) * 2.0).to_vector<double>(), "the tensor after the abort");
     const auto start = std::chrono::steady_clock::now();
     try {
       pg->all_reduce(t)->wait();
@@ -445,6 +456,19 @@ TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and st
              Catch::Contains("broken by an earlier failure") && Catch::Contains("timed out after 3000 ms"));
   CHECK(second_ms >= 0);
   CHECK(second_ms < 100);  // at once, not after another timeout
+}
+
+// The Work contract every backend meets (tests/parallel/work_contract.h), as the ring's and gloo's
+// tests run it: rank r on cuda:r.
+TEST_CASE("nccl: the Work contract every backend meets", "[nccl][cuda][multi-gpu]") {
+  require_nccl_gpu();
+  test::require_gpus(2);
+  test::ContractBackend nccl;
+  nccl.make = [](const std::shared_ptr<parallel::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+    return parallel::make_nccl_process_group(store, rank, size, rank, timeout);
+  };
+  nccl.device = [](int rank) { return Device::cuda(rank); };
+  test::check_work_contract(nccl);
 }
 
 #ifdef RINGGRAD_CUDA_EMU
@@ -473,7 +497,7 @@ TEST_CASE("nccl: a collective past its deadline fails on time while a later laun
     auto stuck = pg->all_reduce(t);  // its deadline: 2 s from now
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     try {
-      pg->all_reduce(t);  // enqueues for 10 s; its own deadline would be 3 s from the start
+      pg->all_reduce(t)->wait();  // enqueues for 10 s; its own deadline would be 3 s from the start
     } catch (const Error& e) {
       error = e.what();
     }

@@ -15,11 +15,18 @@
 //                               allocator would) while the copy that sends it is still queued: the
 //                               next user's writes would be what arrives; the emulator's guard on
 //                               pinned memory stops the program at the first write, naming the copy
+//   collective-freed-in-flight  a gradient bucket all-reduced on the NCCL stream, dropped, and handed
+//                               by a caching allocator to the compute stream's next tensor while the
+//                               collective may still be running (the record_stream that was forgotten)
 //
-// Each "-fixed" twin adds the one missing synchronisation and is right in every mode.
+// Each "-fixed" twin adds the one missing synchronisation and is right in every mode. The
+// happens-before checker (src/races.h) stops every one of them that orders two GPU operations wrongly,
+// in every mode, eager included; the host's own reads and writes are the poisoning's and the pinned
+// guard's to catch.
 #include "planted_kernels.h"
 
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <cstdio>
 #include <vector>
@@ -169,13 +176,55 @@ bool pinned_reuse() {
   return right;
 }
 
+// One rank's gradient bucket: the compute stream writes it, the NCCL stream all-reduces it (waiting
+// for the compute stream's event, as DDP does), then its tensor is dropped and a caching allocator
+// that files free blocks by stream hands the block to the compute stream's next tensor at once. The
+// compute stream must first wait for an event recorded after the collective (PyTorch's record_stream;
+// ringgrad's NCCL Work keeps the tensor alive until the host has seen the collective done).
+template <bool kWaits>
+bool collective_reuse() {
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) {
+    std::printf("collective: ncclCommInitRank failed\n");
+    return false;
+  }
+  cudaStream_t compute = nullptr, collectives = nullptr;
+  cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&collectives, cudaStreamNonBlocking);
+  cudaEvent_t ready = nullptr, reduced = nullptr;
+  cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&reduced, cudaEventDisableTiming);
+  float* bucket = device_floats(0.0f);
+  cuda_emu::launch("fill_value", fill_value, 4, 64, 0, compute, bucket, kCount, 2.0f);  // backward
+  cudaEventRecord(ready, compute);
+  cudaStreamWaitEvent(collectives, ready, 0);
+  ncclAllReduce(bucket, bucket, kCount, ncclFloat, ncclSum, comm, collectives);
+  cudaEventRecord(reduced, collectives);
+  float* next = bucket;                                  // dropped, and reused on the compute stream...
+  if (kWaits) cudaStreamWaitEvent(compute, reduced, 0);  // the planted bug: ...without this wait
+  cuda_emu::launch("fill_value", fill_value, 4, 64, 0, compute, next, kCount, 9.0f);
+  cudaDeviceSynchronize();
+  std::vector<float> host(kCount);
+  cudaMemcpy(host.data(), next, kCount * sizeof(float), cudaMemcpyDeviceToHost);
+  const bool right = all_equal(host.data(), 9.0f, "the next tensor");
+  ncclCommDestroy(comm);
+  cudaFree(bucket);
+  cudaEventDestroy(reduced);
+  cudaEventDestroy(ready);
+  cudaStreamDestroy(collectives);
+  cudaStreamDestroy(compute);
+  return right;
+}
+
 }  // namespace
 
 std::vector<std::string> async_names() {
-  return {"host-read-before-sync",          "host-read-before-sync-fixed",      "staging-without-wait",
-          "staging-without-wait-fixed",     "peer-copy-without-wait",           "peer-copy-without-wait-fixed",
-          "blocking-copy-skips-stream",     "blocking-copy-skips-stream-fixed", "pinned-reused-before-copy",
-          "pinned-reused-before-copy-fixed"};
+  return {"host-read-before-sync",           "host-read-before-sync-fixed",      "staging-without-wait",
+          "staging-without-wait-fixed",      "peer-copy-without-wait",           "peer-copy-without-wait-fixed",
+          "blocking-copy-skips-stream",      "blocking-copy-skips-stream-fixed", "pinned-reused-before-copy",
+          "pinned-reused-before-copy-fixed", "collective-freed-in-flight",       "collective-freed-in-flight-fixed"};
 }
 
 bool run_async(const std::string& name, bool* known) {
@@ -190,6 +239,8 @@ bool run_async(const std::string& name, bool* known) {
   if (name == "blocking-copy-skips-stream-fixed") return blocking_copy<true>();
   if (name == "pinned-reused-before-copy") return pinned_reuse<false>();
   if (name == "pinned-reused-before-copy-fixed") return pinned_reuse<true>();
+  if (name == "collective-freed-in-flight") return collective_reuse<false>();
+  if (name == "collective-freed-in-flight-fixed") return collective_reuse<true>();
   *known = false;
   return false;
 }

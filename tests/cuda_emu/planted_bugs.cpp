@@ -17,9 +17,12 @@ struct Outcome {
   std::string output;  // stdout and stderr
 };
 
-Outcome run_planted(const std::string& name, const std::string& schedule, const std::string& streams = "eager") {
-  const std::string command = "RINGGRAD_EMU_SCHEDULE=" + schedule + " RINGGRAD_EMU_STREAMS=" + streams + " '" +
-                              RINGGRAD_CUDA_EMU_PLANTED_PATH "' " + name + " 2>&1";
+// `races`: RINGGRAD_EMU_RACES, whether the happens-before checker runs.
+Outcome run_planted(const std::string& name, const std::string& schedule, const std::string& streams = "eager",
+                    const std::string& races = "on") {
+  const std::string command = "RINGGRAD_EMU_SCHEDULE=" + schedule + " RINGGRAD_EMU_STREAMS=" + streams +
+                              " RINGGRAD_EMU_RACES=" + races + " '" + RINGGRAD_CUDA_EMU_PLANTED_PATH "' " + name +
+                              " 2>&1";
   Outcome out;
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -110,7 +113,8 @@ TEST_CASE("cuda emulator: a misaligned float4 load is reported under UBSan", "[c
 }
 
 // Asynchronous bugs: right when streams run work at once (eager), wrong when they run it as late as
-// CUDA allows (lazy); the twin with the missing synchronisation is right in every mode.
+// CUDA allows (lazy); the twin with the missing synchronisation is right in every mode. The
+// happens-before checker is off for the bugs here, to show what lazy streams find on their own.
 TEST_CASE("cuda emulator: lazy streams catch a missing stream wait or host synchronisation", "[cuda-emu]") {
   for (const char* bug :
        {"host-read-before-sync", "staging-without-wait", "peer-copy-without-wait", "blocking-copy-skips-stream"}) {
@@ -119,10 +123,10 @@ TEST_CASE("cuda emulator: lazy streams catch a missing stream wait or host synch
       INFO(bug << "-fixed, " << streams << ": " << fixed.output);
       CHECK(fixed.exit_code == 0);
     }
-    const Outcome eager = run_planted(bug, "forward", "eager");
+    const Outcome eager = run_planted(bug, "forward", "eager", "off");
     INFO(bug << ", eager: " << eager.output);
     CHECK(eager.exit_code == 0);  // invisible when work runs at once: why the lazy mode exists
-    const Outcome lazy = run_planted(bug, "forward", "lazy");
+    const Outcome lazy = run_planted(bug, "forward", "lazy", "off");
     INFO(bug << ", lazy: " << lazy.output);
     CHECK(lazy.exit_code == 1);
     CHECK(lazy.output.find(": wrong") != std::string::npos);
@@ -148,4 +152,46 @@ TEST_CASE("cuda emulator: a pinned buffer reused while its copy is queued stops 
   CHECK(lazy.output.find("the host touched pinned memory at") != std::string::npos);
   CHECK(lazy.output.find("while the queued cudaMemcpyAsync of 16384 bytes from pinned host memory to memory of "
                          "cuda:0 still reads it") != std::string::npos);
+}
+
+// The same bugs through the happens-before checker: it judges the order the program gave the two
+// operations, not the order they happened to run in, so it stops each one in every mode -- eager
+// too, where the numbers come out right -- naming both operations. The host's own reads (the first
+// bug of the lazy test above) are not GPU operations; the poisoned buffer finds those.
+TEST_CASE("cuda emulator: the happens-before checker names both operations of an unordered pair, in every mode",
+          "[cuda-emu]") {
+  struct Case {
+    const char* bug;
+    const char* later;    // the operation queued second, and what it does to the allocation
+    const char* earlier;  // the one it is not ordered after
+  };
+  const Case cases[] = {
+      {"staging-without-wait",
+       "cudaMemcpyAsync of 4000 bytes from memory of cuda:0 to pinned host memory on stream 2 of cuda:0 reads it",
+       "kernel 'fill_value' on stream 1 of cuda:0 wrote it before"},
+      {"peer-copy-without-wait",
+       "cudaMemcpyPeerAsync of 4000 bytes from cuda:0 to cuda:1 on stream 2 of cuda:1 reads it",
+       "kernel 'fill_value' on stream 1 of cuda:0 wrote it before"},
+      {"blocking-copy-skips-stream",
+       "cudaMemcpy of 4000 bytes from memory of cuda:0 to pageable host memory on the legacy stream of cuda:0 reads it",
+       "kernel 'fill_value' on stream 1 of cuda:0 wrote it before"},
+      {"collective-freed-in-flight", "kernel 'fill_value' on stream 1 of cuda:0 writes it",
+       "ncclAllReduce #1 of rank 0 on stream 2 of cuda:0 wrote it before"},
+  };
+  for (const Case& c : cases) {
+    for (const char* streams : {"eager", "lazy", "random:3"}) {
+      const Outcome fixed = run_planted(std::string(c.bug) + "-fixed", "forward", streams);
+      INFO(c.bug << "-fixed, " << streams << ": " << fixed.output);
+      CHECK(fixed.exit_code == 0);
+      const Outcome bug = run_planted(c.bug, "forward", streams);
+      INFO(c.bug << ", " << streams << ": " << bug.output);
+      CHECK(bug.exit_code != 0);
+      CHECK(bug.output.find("unordered accesses to the 4000 bytes of memory of cuda:0 at ") != std::string::npos);
+      CHECK(bug.output.find(std::string(c.later) + ", and " + c.earlier) != std::string::npos);
+    }
+  }
+  // Off, the checker says nothing and the eager run is right: the check, not the mode, caught it.
+  const Outcome off = run_planted("collective-freed-in-flight", "forward", "eager", "off");
+  INFO("off: " << off.output);
+  CHECK(off.exit_code == 0);
 }

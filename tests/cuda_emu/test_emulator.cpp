@@ -139,7 +139,8 @@ TEST_CASE("cuda emulator: every device is an H200, or a small one in small-devic
   CHECK(prop.major == 9);
   const char* small = std::getenv("RINGGRAD_EMU_SMALL_DEVICE");
   if (small != nullptr && std::string(small) == "1") {
-    CHECK(prop.multiProcessorCount == 2);
+    CHECK(prop.multiProcessorCount == 1);
+    CHECK(prop.maxThreadsPerMultiProcessor == 256);
     CHECK(prop.maxGridSize[1] == 3);
     CHECK(prop.maxGridSize[2] == 3);
   } else {

@@ -13,6 +13,8 @@
 
 #include <ringgrad/ringgrad.h>
 
+#include "parallel/gloo/gloo_process_group.h"
+#include "parallel/work_contract.h"
 #include "spawn_ranks.h"
 #include "test_util.h"
 
@@ -154,9 +156,20 @@ TEST_CASE("gloo: a peer gone fails the next collective naming gloo, and later on
   parallel::destroy_process_group();  // the default group is one of the two
   pg1.reset();                        // rank 1 leaves: its connections close
   const auto start = std::chrono::steady_clock::now();
-  CHECK_ERROR(pg0->all_reduce(a)->wait(), "gloo all_reduce(sum, 5 x float32)", "on rank 0 of 2");
+  CHECK_ERROR(pg0->all_reduce(a)->wait(), "gloo all_reduce(sum, 5 x float32 on cpu", "on rank 0 of 2");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
   CHECK_ERROR(pg0->barrier()->wait(), "gloo barrier()", "broken by an earlier failure",
-              "gloo all_reduce(sum, 5 x float32) on rank 0 of 2");
+              "gloo all_reduce(sum, 5 x float32 on cpu", "on rank 0 of 2");
   parallel::destroy_process_group();
+}
+
+// The Work contract every backend meets (work_contract.h), as the ring's and nccl's tests run it.
+TEST_CASE("work contract: gloo", "[gloo]") {
+  test::ContractBackend gloo;
+  gloo.prefix = "gloo ";
+  gloo.make = [](const std::shared_ptr<parallel::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+    return parallel::make_gloo_process_group(store, rank, size, parallel::GlooOptions().timeout(timeout));
+  };
+  gloo.device = [](int) { return Device::cpu(); };
+  test::check_work_contract(gloo);
 }

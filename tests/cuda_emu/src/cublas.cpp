@@ -141,9 +141,12 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
   }
   // alpha and beta are host pointers (CUBLAS_POINTER_MODE_HOST): read at the call, as cuBLAS does.
   const float alpha_value = *alpha, beta_value = *beta;
-  cuda_emu::enqueue(handle->stream, "cublasSgemmStridedBatched", [=] {
-    gemm(ta, tb, m, n, k, alpha_value, a, lda, stride_a, b, ldb, stride_b, beta_value, c, ldc, stride_c, batch);
-  });
+  cuda_emu::enqueue(handle->stream, "cublasSgemmStridedBatched",
+                    [=] {
+                      gemm(ta, tb, m, n, k, alpha_value, a, lda, stride_a, b, ldb, stride_b, beta_value, c, ldc,
+                           stride_c, batch);
+                    },
+                    {{a, false}, {b, false}, {c, true}});
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -22,7 +22,9 @@
 //     into a staging buffer still being sent, or a read of a result not yet there, stops the
 //     program naming the copy. Pinned buffers start on a page for that.
 // The blocking calls (cudaMemcpy, cudaMemset, cudaMemcpyPeer) run on the legacy stream and wait for
-// it; cudaFree and cudaFreeHost wait for all queued work, as CUDA's do.
+// it; cudaFree and cudaFreeHost wait for all queued work, as CUDA's do. Every copy and memset tells
+// the happens-before checker (races.h) which allocations it reads and writes; pageable host memory
+// is not tracked.
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,6 +35,7 @@
 
 #include "cuda_emu/runtime_api.h"
 #include "pinned_guard.h"
+#include "races.h"
 #include "state.h"
 #include "streams.h"
 
@@ -102,7 +105,7 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
     std::memmove(dst, src, n);  // host to host: no stream involved
   } else if (s == 'h' && !is_pinned(src)) {
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
-    enqueue(stream, what, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    enqueue(stream, what, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); }, {{dst, true}});
   } else {
     uint64_t guard = 0;
     const void* pinned = nullptr;  // the pinned side, if any
@@ -115,13 +118,15 @@ cudaError_t checked_copy(void* dst, const void* src, size_t n, cudaMemcpyKind ki
       unguarded(dst, n, 0, [&] { std::memset(dst, 0xFF, n); });  // NaN until the copy has run
       guard = guard_pinned(dst, n, /*writes=*/true, what);
     }
-    enqueue(stream, what, [dst, src, n, guard, pinned] {
-      if (pinned == nullptr) {
-        std::memmove(dst, src, n);
-      } else {
-        unguarded(pinned, n, guard, [&] { std::memmove(dst, src, n); });
-      }
-    });
+    enqueue(stream, what,
+            [dst, src, n, guard, pinned] {
+              if (pinned == nullptr) {
+                std::memmove(dst, src, n);
+              } else {
+                unguarded(pinned, n, guard, [&] { std::memmove(dst, src, n); });
+              }
+            },
+            {{src, false}, {dst, true}});
     if (d == 'h' && !is_pinned(dst)) blocking = true;
   }
   if (blocking) drain_stream(stream);
@@ -164,6 +169,7 @@ cudaError_t release(void* ptr, bool pinned, const char* call) {
   if (it->second.device >= 0) g_device_bytes[it->second.device] -= it->second.bytes;
   g_regions.erase(it);
   lock.unlock();
+  forget_accesses(ptr);
   std::free(ptr);
   return cudaSuccess;
 }
@@ -254,7 +260,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   enqueue(stream,
           "cudaMemcpyPeerAsync of " + std::to_string(bytes) + " bytes from cuda:" + std::to_string(src_device) +
               " to cuda:" + std::to_string(dst_device),
-          [dst, src, bytes] { std::memmove(dst, src, bytes); });
+          [dst, src, bytes] { std::memmove(dst, src, bytes); }, {{src, false}, {dst, true}});
   return cudaSuccess;
 }
 
@@ -274,6 +280,6 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
     return fail(cudaErrorInvalidValue, "cudaMemset of " + std::to_string(bytes) + " bytes of " + describe(ptr) +
                                            (is_registered(ptr) ? " runs past the end of its allocation" : ""));
   enqueue(stream, "cudaMemset of " + std::to_string(bytes) + " bytes of " + describe(ptr),
-          [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+          [ptr, value, bytes] { std::memset(ptr, value, bytes); }, {{ptr, true}});
   return cudaSuccess;
 }

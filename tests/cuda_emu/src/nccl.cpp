@@ -335,7 +335,8 @@ ncclResult_t queue_collective(ncclComm_t comm, cudaStream_t stream, const Collec
                   consume(*c, k);
                   me.consumed.store(seq, std::memory_order_release);
                   return true;
-                });
+                },
+                {{sends ? k.send : nullptr, false}, {k.recv, true}});
   if (!c->blocking && seq == c->slow_seq) {
     c->enqueuing_until_ns.store(steady_ns() + c->slow_ms * 1000000);
     int expected = ncclSuccess;

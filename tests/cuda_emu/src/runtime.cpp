@@ -272,8 +272,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     // Few SMs and a grid three blocks high and deep: kernels that size their grids from these
     // properties then run every grid-stride loop (over x, y and z) several times in small tests.
     prop->maxGridSize[1] = 3, prop->maxGridSize[2] = 3;
-    prop->multiProcessorCount = 2;
-    prop->maxThreadsPerMultiProcessor = 512;
+    prop->multiProcessorCount = 1;
+    prop->maxThreadsPerMultiProcessor = 256;
   }
   prop->l2CacheSize = 50 * 1024 * 1024;
   prop->memoryBusWidth = 6144;

@@ -23,6 +23,7 @@
 #include "cuda_emu/control.h"
 #include "cuda_emu/launch.h"
 #include "fiber.h"
+#include "loop_trips.h"
 #include "state.h"
 #include "streams.h"
 
@@ -47,6 +48,7 @@ struct Thread {
   uint64_t value = 0;
   int operand = 0, width = 32;
   uint64_t result = 0;
+  ThreadTrips trips;  // its stride loops, for RINGGRAD_EMU_LOOP_REPORT
 };
 
 struct Block {
@@ -126,9 +128,11 @@ void resume(Block& b, Thread& t) {
   t.state = State::Ready;
   g_thread = &t;
   current_position = &t.position;
+  if (current_launch_trips != nullptr) current_thread_trips = &t.trips;
   t.fiber.resume();
   g_thread = nullptr;
   current_position = nullptr;
+  current_thread_trips = nullptr;
   if (t.fiber.finished()) {
     t.state = State::Done;
     stack_pool().emplace_back(t.fiber.stack());
@@ -271,6 +275,7 @@ void run_block(Block& b, const Schedule& s, std::mt19937_64& rng) {
     Thread& t = b.threads[static_cast<size_t>(i)];
     t.state = State::NotStarted;
     t.linear = i;
+    t.trips.passes.clear();
     const unsigned u = static_cast<unsigned>(i);
     t.position = ThreadPosition{uint3{u % bd.x, u / bd.x % bd.y, u / (bd.x * bd.y)}, b.block_idx, bd, b.launch->grid};
   }
@@ -363,15 +368,20 @@ void run_blocks(const Launch& l, void (*run_thread)(void*), void* closure, uint6
   b.run_thread = run_thread;
   b.closure = closure;
   g_block = &b;
+  LaunchTrips trips;
+  if (loop_report_enabled()) current_launch_trips = &trips;
   for (uint64_t k : order) {
     b.block_idx = uint3{static_cast<unsigned>(k % g.x), static_cast<unsigned>(k / g.x % g.y),
                         static_cast<unsigned>(k / (static_cast<uint64_t>(g.x) * g.y))};
     run_block(b, s, rng);
   }
   g_block = nullptr;
+  current_launch_trips = nullptr;
+  add_launch_trips(l.kernel, trips);
 }
 
-void run_grid(const Launch& l, void (*run_thread)(void*), std::shared_ptr<void> closure) {
+void run_grid(const Launch& l, void (*run_thread)(void*), std::shared_ptr<void> closure,
+              const std::vector<MemoryAccess>& accesses) {
   const uint64_t launch_index = g_launches.fetch_add(1, std::memory_order_relaxed) + 1;
   if (g_block != nullptr) fatal("kernel '" + std::string(l.kernel) + "' launched from inside a kernel");
   std::string why;
@@ -393,8 +403,9 @@ void run_grid(const Launch& l, void (*run_thread)(void*), std::shared_ptr<void> 
   }
   // Checked now, as a GPU checks a launch; run when the stream gets to it, with its own copy of the
   // launch and of the arguments.
-  enqueue(l.stream, "kernel '" + std::string(l.kernel) + "'",
-          [l, run_thread, closure, launch_index] { run_blocks(l, run_thread, closure.get(), launch_index); });
+  enqueue(
+      l.stream, "kernel '" + std::string(l.kernel) + "'",
+      [l, run_thread, closure, launch_index] { run_blocks(l, run_thread, closure.get(), launch_index); }, accesses);
 }
 
 void check_kernel_pointer(const Launch& l, int parameter, const void* ptr) {

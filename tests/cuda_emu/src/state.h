@@ -24,7 +24,8 @@ int current_device();
 // Whether `text` is "random" or "random:SEED" (then *seed = SEED), as RINGGRAD_EMU_SCHEDULE and
 // RINGGRAD_EMU_STREAMS spell a random choice.
 bool parse_random(const std::string& text, uint64_t* seed);
-// RINGGRAD_EMU_SMALL_DEVICE=1: every device reports 2 SMs and a maximum grid of (2^31-1) x 3 x 3.
+// RINGGRAD_EMU_SMALL_DEVICE=1: every device reports one SM of 256 threads and a maximum grid of
+// (2^31-1) x 3 x 3.
 bool small_device();
 // Makes sure this thread has a current context (creating one on its current device, as the CUDA
 // runtime does lazily); every call that needs one calls this first. Returns the error to return.

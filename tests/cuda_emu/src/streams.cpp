@@ -17,6 +17,10 @@
 // stops the program naming the streams. The legacy stream (null) of a device waits for every
 // blocking stream of that device and they wait for it, as CUDA's legacy default stream does;
 // ringgrad's own streams are non-blocking, so a blocking cudaMemcpy does not wait for them.
+//
+// The same waits, records and synchronisations carry the vector clocks of the happens-before
+// checker (races.h): each queue's clock is what is known to happen before its next operation, each
+// recorded event keeps its stream's clock, and the host's clock is what it knows is done.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -32,6 +36,7 @@
 
 #include "cuda_emu/control.h"
 #include "cuda_emu/runtime_api.h"
+#include "races.h"
 #include "state.h"
 #include "streams.h"
 
@@ -52,6 +57,8 @@ struct Queue {
   bool blocking = true;  // false: created with cudaStreamNonBlocking
   bool legacy = false;   // the null stream of `device`
   uint64_t id = 0;       // for messages: "stream 3 of cuda:0"
+  uint64_t agent = 0;    // its entry in vector clocks: unique among every queue ever made, legacy ones too
+  VectorClock clock;     // the operations known to happen before its next one (its own included)
   std::deque<Op> pending;
   uint64_t queued = 0, done = 0;  // operations ever queued, ever run
 };
@@ -65,7 +72,8 @@ std::string name_of(const Queue& q) {
 struct EventPoint {
   std::shared_ptr<Queue> queue;
   uint64_t seq = 0;
-  double ms = 0;  // host time when the record ran
+  VectorClock clock;  // the queue's clock at the record
+  double ms = 0;      // host time when the record ran
 };
 
 }  // namespace
@@ -94,6 +102,8 @@ std::set<const CUevent_st*>& g_events = *new std::set<const CUevent_st*>();
 std::vector<std::shared_ptr<Queue>>& g_queues = *new std::vector<std::shared_ptr<Queue>>();  // legacy ones included
 std::shared_ptr<Queue>* g_legacy = new std::shared_ptr<Queue>[16];
 uint64_t g_next_id = 1;
+uint64_t g_next_agent = 1;
+VectorClock& g_host = *new VectorClock();  // what the host knows is done (races.h)
 std::mt19937_64 g_rng;
 
 double now_ms() {
@@ -119,6 +129,7 @@ std::shared_ptr<Queue> legacy_queue(int device) {
     q = std::make_shared<Queue>();
     q->device = device;
     q->legacy = true;
+    q->agent = g_next_agent++;
     g_queues.push_back(q);
   }
   return q;
@@ -193,6 +204,26 @@ void push(const std::shared_ptr<Queue>& q, Op op) {
   ++q->queued;
 }
 
+// With g_mutex held. Queues a wait on `q` for `other` up to `until`, whose clock there is `clock`.
+void push_wait(const std::shared_ptr<Queue>& q, const std::string& what, const std::shared_ptr<Queue>& other,
+               uint64_t until, const VectorClock& clock) {
+  q->clock.join(clock);
+  push(q, Op{what, nullptr, other, until});
+}
+
+// With g_mutex held. Queues work on `q`: it comes after everything the host knows is done, and
+// after what `q` waited for; the checker sees its accesses with that clock.
+void push_work(const std::shared_ptr<Queue>& q, const std::string& what, std::function<bool()> step,
+               const std::vector<MemoryAccess>& accesses) {
+  q->clock.join(g_host);
+  q->clock.tick(q->agent);
+  check_accesses(accesses, q->agent, q->clock, what + " on " + name_of(*q));
+  push(q, Op{what, std::move(step), nullptr, 0});
+}
+
+// With g_mutex held, once everything queued on `q` so far has run: the host knows it.
+void host_saw_done(const Queue& q) { g_host.join(q.clock); }
+
 // With g_mutex held. What a call that queues work or asks about it does to the queues afterwards:
 // eager runs `q` at once; random runs a random prefix of a random stream.
 void after_call(const std::shared_ptr<Queue>& q) {
@@ -219,7 +250,7 @@ void legacy_waits(const std::shared_ptr<Queue>& q) {
   if (!q->blocking) return;
   for (const auto& other : g_queues) {
     if (other == q || other->device != q->device || !other->blocking || (!q->legacy && !other->legacy)) continue;
-    if (other->queued > 0) push(q, Op{"a wait for " + name_of(*other), nullptr, other, other->queued});
+    if (other->queued > 0) push_wait(q, "a wait for " + name_of(*other), other, other->queued, other->clock);
   }
 }
 
@@ -249,31 +280,42 @@ bool stream_device(cudaStream_t stream, int* device) {
   return true;
 }
 
-void enqueue_steps(cudaStream_t stream, const std::string& what, std::function<bool()> step) {
+void enqueue_steps(cudaStream_t stream, const std::string& what, std::function<bool()> step,
+                   const std::vector<MemoryAccess>& accesses) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
   const std::shared_ptr<Queue> q = queue_of(stream);
   if (!q) fatal(what + " queued on a stream that does not exist");
   legacy_waits(q);
-  push(q, Op{what, std::move(step), nullptr, 0});
+  push_work(q, what, std::move(step), accesses);
   after_call(q);
 }
 
-void enqueue(cudaStream_t stream, const std::string& what, std::function<void()> work) {
-  enqueue_steps(stream, what, [work = std::move(work)] {
-    work();
-    return true;
-  });
+void enqueue(cudaStream_t stream, const std::string& what, std::function<void()> work,
+             const std::vector<MemoryAccess>& accesses) {
+  enqueue_steps(
+      stream, what,
+      [work = std::move(work)] {
+        work();
+        return true;
+      },
+      accesses);
 }
 
 void drain_stream(cudaStream_t stream) {
   std::unique_lock<std::recursive_mutex> lock(g_mutex);
-  if (const std::shared_ptr<Queue> q = queue_of(stream)) wait_until(lock, q, [&] { return run_all(q); });
+  if (const std::shared_ptr<Queue> q = queue_of(stream)) {
+    wait_until(lock, q, [&] { return run_all(q); });
+    host_saw_done(*q);
+  }
 }
 
 void drain_all() {
   std::unique_lock<std::recursive_mutex> lock(g_mutex);
   const std::vector<std::shared_ptr<Queue>> queues = g_queues;
-  for (const auto& q : queues) wait_until(lock, q, [&] { return run_all(q); });
+  for (const auto& q : queues) {
+    wait_until(lock, q, [&] { return run_all(q); });
+    host_saw_done(*q);
+  }
 }
 
 }  // namespace cuda_emu
@@ -291,6 +333,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
   q->device = current_device();
   q->blocking = (flags & cudaStreamNonBlocking) == 0;
   q->id = g_next_id++;
+  q->agent = g_next_agent++;
   g_queues.push_back(q);
   auto* s = new CUstream_st{q};
   g_streams.insert(s);
@@ -319,6 +362,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   const std::shared_ptr<Queue> q = queue_of(stream);
   if (!q) return fail(cudaErrorInvalidResourceHandle);
   wait_until(lock, q, [&] { return run_all(q); });
+  host_saw_done(*q);
   return cudaSuccess;
 }
 
@@ -327,7 +371,10 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
   const std::shared_ptr<Queue> q = queue_of(stream);
   if (!q) return fail(cudaErrorInvalidResourceHandle);
-  if (q->done == q->queued) return cudaSuccess;
+  if (q->done == q->queued) {
+    host_saw_done(*q);
+    return cudaSuccess;
+  }
   run_all(q);  // not done now; done by the next question (a poll loop must end), unless stuck
   return cudaErrorNotReady;
 }
@@ -342,7 +389,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   // complete. Either way a later record of the same event changes nothing for this wait.
   if (event->point) {
     legacy_waits(q);
-    push(q, Op{"a wait for an event", nullptr, event->point->queue, event->point->seq});
+    push_wait(q, "a wait for an event", event->point->queue, event->point->seq, event->point->clock);
   }
   after_call(q);
   return cudaSuccess;
@@ -352,8 +399,11 @@ cudaError_t cudaDeviceSynchronize() {
   if (const cudaError_t e = use_context("cudaDeviceSynchronize"); e != cudaSuccess) return e;
   std::unique_lock<std::recursive_mutex> lock(g_mutex);
   const std::vector<std::shared_ptr<Queue>> queues = g_queues;
-  for (const auto& q : queues)
-    if (q->device == current_device()) wait_until(lock, q, [&] { return run_all(q); });
+  for (const auto& q : queues) {
+    if (q->device != current_device()) continue;
+    wait_until(lock, q, [&] { return run_all(q); });
+    host_saw_done(*q);
+  }
   return cudaSuccess;
 }
 
@@ -390,12 +440,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   auto point = std::make_shared<EventPoint>();
   point->queue = q;
   point->seq = q->queued + 1;
-  push(q, Op{"an event record",
-             [point] {
-               point->ms = now_ms();
-               return true;
-             },
-             nullptr, 0});
+  push_work(q, "an event record",
+            [point] {
+              point->ms = now_ms();
+              return true;
+            },
+            {});
+  point->clock = q->clock;
   event->point = std::move(point);
   after_call(q);
   return cudaSuccess;
@@ -406,7 +457,11 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
   if (event == nullptr || g_events.count(event) == 0) return fail(cudaErrorInvalidResourceHandle);
   const std::shared_ptr<EventPoint> p = event->point;
-  if (!p || p->queue->done >= p->seq) return cudaSuccess;
+  if (!p) return cudaSuccess;
+  if (p->queue->done >= p->seq) {
+    g_host.join(p->clock);
+    return cudaSuccess;
+  }
   std::vector<const Queue*> chain;
   run_until(p->queue, p->seq, chain);  // not done now; done by the next question, unless stuck
   return cudaErrorNotReady;
@@ -420,6 +475,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
       std::vector<const Queue*> chain;
       return run_until(p->queue, p->seq, chain);
     });
+    g_host.join(p->clock);
   }
   return cudaSuccess;
 }

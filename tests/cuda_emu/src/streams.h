@@ -9,17 +9,23 @@
 #include <functional>
 #include <string>
 
+#include <vector>
+
+#include "cuda_emu/launch.h"
 #include "cuda_emu/runtime_api.h"
 
 namespace cuda_emu {
 
 // Queues `work` on `stream` (null: the legacy stream of the current device), after every operation
 // queued there before; `what` names it in diagnostics. The stream must exist (stream_device()).
-void enqueue(cudaStream_t stream, const std::string& what, std::function<void()> work);
+// `accesses` are the allocations it reads and writes, for the happens-before checker (races.h).
+void enqueue(cudaStream_t stream, const std::string& what, std::function<void()> work,
+             const std::vector<MemoryAccess>& accesses = {});
 // The same for work that may have to wait for something outside the emulated GPU (an NCCL peer):
 // `step` is called whenever the stream gets to it, must never block, and returns true once the work
 // is done. Until then the stream is stuck there, as a GPU's stream is in a collective.
-void enqueue_steps(cudaStream_t stream, const std::string& what, std::function<bool()> step);
+void enqueue_steps(cudaStream_t stream, const std::string& what, std::function<bool()> step,
+                   const std::vector<MemoryAccess>& accesses = {});
 
 // Runs everything queued on `stream` so far (and what it waits for): the host waits for it, however
 // long a step takes to finish (bounded: past RINGGRAD_EMU_HANG_S, default 600, the emulator stops

@@ -10,9 +10,12 @@
 //       or at random moments in between. A missing stream wait or host synchronisation reads
 //       stale or poisoned data in lazy and random.
 //   RINGGRAD_EMU_DEVICES   how many emulated H200s (default 2, at most 16)
-//   RINGGRAD_EMU_SMALL_DEVICE  1: each device has 2 SMs of 512 threads and a grid at most 3 blocks
+//   RINGGRAD_EMU_SMALL_DEVICE  1: each device has one SM of 256 threads and a grid at most 3 blocks
 //       high and deep, so kernels that size their grids from the device's properties run every
 //       grid-stride loop several times even on small tests
+//   RINGGRAD_EMU_RACES     on (default) | off: the happens-before checker (src/races.h)
+//   RINGGRAD_EMU_LOOP_REPORT  FILE: at exit, append which stride loops ran a second trip
+//       (src/loop_trips.h; tools/loop_report.py reads it)
 //   RINGGRAD_EMU_STACK_KB  stack per emulated thread (default 256)
 //   RINGGRAD_EMU_EXCLUSIVE NAME: each device has contexts of one process at a time (lock files
 //       $TMPDIR/ringgrad-emu-NAME-cudaN.lock), as in exclusive-process compute mode

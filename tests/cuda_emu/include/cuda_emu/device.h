@@ -75,6 +75,10 @@ inline const ThreadPosition& position() {
   return *current_position;
 }
 
+// One trip of the stride loop at file:line ended, its variable at `value`, stepping by `step`
+// (RG_STEP in kernels/cuda/stride_loop.cuh; counted for RINGGRAD_EMU_LOOP_REPORT, src/loop_trips.h).
+void count_trip(const char* file, int line, long long value, long long step);
+
 // The rendezvous points (scheduler.cpp).
 void syncthreads(const char* what);
 void syncwarp(unsigned mask);
