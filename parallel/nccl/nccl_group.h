@@ -54,8 +54,9 @@ struct NcclShared {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;                     // the group's NCCL stream on `device`
   cudaEvent_t compute_ready = nullptr;               // recorded on the compute stream before every launch
-  std::string broken;                                // the first failure; non-empty = every collective throws
+  std::string broken;                                // the first failure; non-empty = every collective fails
   std::vector<std::shared_ptr<NcclWork>> in_flight;  // launched, not yet seen complete
+  bool drained = true;  // false after an abort whose stream did not drain: no tensor it used is released
 
   NcclShared(int rank_in_group, int group_size, int cuda_device)
       : rank(rank_in_group), size(group_size), device(cuda_device) {}

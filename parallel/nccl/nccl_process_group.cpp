@@ -245,11 +245,12 @@ bool NcclShared::poll_all() {
 }
 
 void NcclShared::fail(const std::string& message, NcclWork* failed) {
-  bool drained = true;  // whether the Works' tensors are the caller's again
   if (comm != nullptr) {
     // Stops NCCL's kernels, so the NCCL stream drains (the aborted collectives leave whatever they
-    // left in their buffers), and frees the communicator; then waits for the drain. Best effort:
-    // there is nothing left to do if the abort itself fails.
+    // left in their buffers), and frees the communicator; then waits for the drain, with the mutex
+    // held (every other caller would only learn that the group is broken). Best effort: there is
+    // nothing left to do if the abort itself fails. A later call (a launch whose collective was
+    // queued before the abort, and fails now) finds the answer in `drained`.
     try {
       CudaDeviceGuard guard(device);
       (void)ncclCommAbort(comm);
@@ -477,7 +478,11 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& description, s
     if (call(s.place(), s.stream) == ncclInProgress)
       wait_until_idle(s, Clock::now() + timeout(), timeout(), /*poll_in_flight=*/true);
   } catch (const std::exception& e) {
-    const std::string message = detail::str(description, " on rank ", rank_, ": ", e.what(), "; communicator aborted");
+    // Either this launch failed, or an earlier collective did while this one waited to enqueue (the
+    // group is then broken already, and this one fails with that reason).
+    const std::string message =
+        s.broken.empty() ? detail::str(description, " on rank ", rank_, ": ", e.what(), "; communicator aborted")
+                         : broken_group_message(description, rank_, s.broken);
     s.fail(message, work.get());  // fails `work` with the message: wait() rethrows it, as for any failure
     return work;
   }

@@ -42,8 +42,10 @@ struct ContractBackend {
 };
 
 // Runs body(rank, group) for ranks 0 and 1 on two threads; returns what each threw ("" when nothing).
+// The groups are made with a 60 s timeout (setup included); a body that wants a shorter one for its
+// collectives sets it once the group is up.
 template <typename Body>
-std::vector<std::string> on_two_ranks(const ContractBackend& b, std::chrono::milliseconds timeout, Body body) {
+std::vector<std::string> on_two_ranks(const ContractBackend& b, Body body) {
   auto server = std::make_shared<parallel::TCPStore>(
       parallel::TCPStoreOptions().host("127.0.0.1").port(0).is_server(true).timeout(std::chrono::seconds(60)));
   auto client = std::make_shared<parallel::TCPStore>(
@@ -54,7 +56,7 @@ std::vector<std::string> on_two_ranks(const ContractBackend& b, std::chrono::mil
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        auto pg = b.make(stores[static_cast<size_t>(rank)], rank, 2, timeout);
+        auto pg = b.make(stores[static_cast<size_t>(rank)], rank, 2, std::chrono::seconds(60));
         body(rank, pg);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(rank)] = e.what();
@@ -77,42 +79,42 @@ inline void check_completion_contract(const ContractBackend& b) {
   std::promise<void> rank0_waiting;
   std::shared_future<void> rank0_ready = rank0_waiting.get_future().share();
   std::atomic<bool> complete_too_early{false};
-  const auto errors =
-      on_two_ranks(b, std::chrono::seconds(60), [&](int rank, std::shared_ptr<parallel::ProcessGroup> pg) {
-        const Device dev = b.device(rank);
-        if (rank == 0) {
-          std::shared_ptr<parallel::Work> w;
-          {
-            const Tensor dropped = full({1000}, 1.0).to(dev);
-            w = pg->all_reduce(dropped);  // the caller's handle is gone at once: the Work keeps the tensor
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          complete_too_early = w->is_completed();  // rank 1 has not launched its side yet
-          rank0_waiting.set_value();
-          w->wait();
-          RINGGRAD_CHECK(w->is_completed(), "is_completed() is false after wait()");
-          RINGGRAD_CHECK(w->start_time() <= w->end_time(), "the Work ended before it started");
-        } else {
-          rank0_ready.wait();
-          const Tensor mine = full({1000}, 2.0).to(dev);
-          pg->all_reduce(mine)->wait();
-          expect_all(mine, 3.0, "rank 1's sum with rank 0's dropped tensor");
-        }
-        // Eight in flight, waited for last to first.
-        std::vector<Tensor> tensors;
-        std::vector<std::shared_ptr<parallel::Work>> works;
-        for (int k = 0; k < 8; ++k) {
-          tensors.push_back(full({257}, static_cast<double>(k + rank)).to(dev));
-          works.push_back(pg->all_reduce(tensors.back()));
-        }
-        for (int k = 7; k >= 0; --k) {
-          works[static_cast<size_t>(k)]->wait();
-          expect_all(tensors[static_cast<size_t>(k)], 2.0 * k + 1, "all_reduce " + std::to_string(k) + " of 8");
-        }
-        const std::string want = "all_reduce(sum, 257 x float32 on " + detail::str(dev) + ")";
-        RINGGRAD_CHECK(works[0]->description() == want, "description '", works[0]->description(), "', expected '", want,
-                       "'");
-      });
+  const auto errors = on_two_ranks(b, [&](int rank, std::shared_ptr<parallel::ProcessGroup> pg) {
+    const Device dev = b.device(rank);
+    if (rank == 0) {
+      std::shared_ptr<parallel::Work> w;
+      {
+        const Tensor dropped = full({1000}, 1.0).to(dev);
+        w = pg->all_reduce(dropped);  // the caller's handle is gone at once: the Work keeps the tensor
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      complete_too_early = w->is_completed();  // rank 1 has not launched its side yet
+      rank0_waiting.set_value();
+      w->wait();
+      RINGGRAD_CHECK(w->is_completed(), "is_completed() is false after wait()");
+      RINGGRAD_CHECK(w->start_time() <= w->end_time(), "the Work ended before it started");
+    } else {
+      RINGGRAD_CHECK(rank0_ready.wait_for(std::chrono::seconds(60)) == std::future_status::ready,
+                     "rank 0 never launched its side");
+      const Tensor mine = full({1000}, 2.0).to(dev);
+      pg->all_reduce(mine)->wait();
+      expect_all(mine, 3.0, "rank 1's sum with rank 0's dropped tensor");
+    }
+    // Eight in flight, waited for last to first.
+    std::vector<Tensor> tensors;
+    std::vector<std::shared_ptr<parallel::Work>> works;
+    for (int k = 0; k < 8; ++k) {
+      tensors.push_back(full({257}, static_cast<double>(k + rank)).to(dev));
+      works.push_back(pg->all_reduce(tensors.back()));
+    }
+    for (int k = 7; k >= 0; --k) {
+      works[static_cast<size_t>(k)]->wait();
+      expect_all(tensors[static_cast<size_t>(k)], 2.0 * k + 1, "all_reduce " + std::to_string(k) + " of 8");
+    }
+    const std::string want = "all_reduce(sum, 257 x float32 on " + detail::str(dev) + ")";
+    RINGGRAD_CHECK(works[0]->description() == want, "description '", works[0]->description(), "', expected '", want,
+                   "'");
+  });
   INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
   CHECK(errors[0].empty());
   CHECK(errors[1].empty());
@@ -161,10 +163,11 @@ inline void check_failure_contract(const ContractBackend& b) {
   std::shared_future<void> rank0_finished = rank0_done.get_future().share();
   std::string first, later;
   double first_ms = -1, later_ms = -1;
-  const auto errors = on_two_ranks(b, kTimeout, [&](int rank, std::shared_ptr<parallel::ProcessGroup> pg) {
+  const auto errors = on_two_ranks(b, [&](int rank, std::shared_ptr<parallel::ProcessGroup> pg) {
     const Device dev = b.device(rank);
     const Tensor t = full({5}, 1.0).to(dev);
-    pg->all_reduce(t)->wait();  // both ranks: connected
+    pg->all_reduce(t)->wait();  // both ranks: connected, with the 60 s timeout
+    pg->set_timeout(kTimeout);
     if (rank == 1) {
       rank0_finished.wait_for(std::chrono::seconds(60));  // silent, but alive, until rank 0 gave up
       return;

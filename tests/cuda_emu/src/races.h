@@ -16,6 +16,15 @@
 // synchronize, a query that answers done, a blocking call, cudaFree), and everything the host queues
 // afterwards inherits what it knows. The host is one agent, as in the CUDA Stream Sanitizer: host
 // threads order themselves with their own locks, which ThreadSanitizer checks.
+//
+// Two simplifications make it miss some races, never report one that is not there:
+//   - every blocking call (cudaMemcpy, cudaMemset, cudaMemcpyPeer) counts as a host synchronisation
+//     with its stream, since the emulator runs it to the end before returning. CUDA promises that
+//     only for copies to the host: a pageable host-to-device cudaMemcpy may return before its DMA
+//     lands, and a kernel on a non-blocking stream queued right after it is, strictly, unordered.
+//   - with one host clock, what any host thread learns (the NCCL watchdog seeing an event done)
+//     orders what every other thread queues afterwards; a thread that forgot its own wait is then
+//     caught only when it queues before the watchdog looks.
 #pragma once
 
 #include <cstdint>
