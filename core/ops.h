@@ -63,9 +63,13 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 
 // --- matmul.cpp: matrix products --------------------------------------------------------------------
-/// (M, K) @ (K, N), (B, M, K) @ (B, K, N), and (B, M, K) @ (K, N). Transposed views are passed to the
-/// GEMM as flags, not copied.
+/// PyTorch's matmul: (..., M, K) @ (..., K, N) = (..., M, N), the leading (batch) dims broadcasting
+/// against each other; a 1-D a is a row and a 1-D b a column, whose dim leaves the result. Transposed
+/// views are passed to the GEMM as flags, not copied; an operand broadcast along some batch dims and
+/// not others is expanded into dense memory first.
 Tensor matmul(const Tensor& a, const Tensor& b);
+/// (B, M, K) @ (B, K, N): matmul without broadcasting, as torch.bmm.
+Tensor bmm(const Tensor& a, const Tensor& b);
 /// y = x W^T + b for x (..., in), W (out, in), b (out) or undefined: PyTorch's nn.functional.linear.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 /// linear followed by an activation. With Activation::Relu the bias and the ReLU run in the GEMM's

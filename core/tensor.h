@@ -123,8 +123,11 @@ class Tensor {
   std::vector<T> to_vector() const;  ///< all elements in row-major order (copies to the CPU if needed)
 
   // --- views: share storage with this tensor (differentiable) ------------------------------------
-  Tensor view(const Shape& shape) const;     ///< needs a contiguous tensor; one size may be -1
-  Tensor reshape(const Shape& shape) const;  ///< a view when possible, otherwise a copy
+  /// The same elements seen with another shape (one size may be -1), without moving any: PyTorch's
+  /// view rules, so a transposed matrix can be split along a dim but not flattened. Throws when the
+  /// strides do not allow it.
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;  ///< view() when the strides allow it, otherwise a copy
   /// Merges dims start_dim..end_dim into one (a 0-d tensor becomes 1-D); reshape's rules apply.
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   /// Swaps two dimensions (a view).

@@ -1,9 +1,16 @@
-// core/ops/matmul.cpp: matmul and linear, both on the backend's GEMM.
+// core/ops/matmul.cpp: matmul, bmm and linear, all on the backend's GEMM.
 //
-// Shapes: A (M, K) @ B (K, N) = C (M, N); a leading batch dim B is optional.
+// Shapes, as PyTorch's matmul: A (..., M, K) @ B (..., K, N) = C (..., M, N), where the leading
+// (batch) dims broadcast against each other -- (2, 1, M, K) @ (3, K, N) is (2, 3, M, N). A 1-D A is
+// a row (1, K) and a 1-D B a column (K, 1); the dim they add is dropped from C.
 //   dA = dC @ B^T      dB = A^T @ dC      (for linear y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum_rows dy)
-// The transposes in the backward are views; the GEMM reads them through its trans flags, so no
-// transposed copy is ever made.
+// summed over the batch dims an operand was broadcast along (sum_to). The transposes in the backward
+// are views; the GEMM reads them through its trans flags, so no transposed copy is ever made.
+//
+// The GEMM walks a batch with one stride per operand. A broadcast operand has stride 0 there, and a
+// dense one rows * cols; an operand whose batch dims cannot be walked with one stride -- broadcast
+// along one batch dim but not another, as A above -- is expanded into dense memory first, which is
+// what PyTorch's matmul does too (expand, then reshape).
 #include "core/ops/op_utils.h"
 
 namespace ringgrad {
@@ -18,10 +25,27 @@ struct Operand {
   int64_t batch_stride = 0;
 };
 
+// The stride between consecutive matrices when the first `batch_dims` dims of t are walked as one,
+// in *stride; false when no single stride does it. Dims of size 1 never move.
+bool one_batch_stride(const Tensor& t, int64_t batch_dims, int64_t* stride) {
+  *stride = 0;
+  int64_t next = -1;  // the stride the next outer dim needs; -1 before the first dim that moves
+  for (int64_t i = batch_dims - 1; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (next >= 0 && t.stride(i) != next) return false;
+    if (next < 0) *stride = t.stride(i);
+    next = t.stride(i) * t.size(i);
+  }
+  return true;
+}
+
 // Row-major (stride of cols == 1) and column-major (a transposed view) are read in place;
-// anything else is copied to dense memory first.
-Operand operand_of(const Tensor& t) {
+// anything else is copied to dense memory first. The first `batch_dims` dims are the batch.
+Operand operand_of(const Tensor& t_in, int64_t batch_dims) {
   Operand op;
+  int64_t batch_stride = 0;
+  // A batch no single stride walks: dense first (its matrices then lie rows * cols apart).
+  const Tensor t = one_batch_stride(t_in, batch_dims, &batch_stride) ? t_in : t_in.detach().contiguous();
   const int64_t rows = t.size(-2), cols = t.size(-1);
   const int64_t s_row = t.stride(-2), s_col = t.stride(-1);
   if ((cols <= 1 || s_col == 1) && (rows <= 1 || s_row >= cols)) {
@@ -36,17 +60,19 @@ Operand operand_of(const Tensor& t) {
     op.ld = std::max<int64_t>(cols, 1);
   }
   op.data = op.tensor.data();
-  op.batch_stride = t.dim() == 3 ? op.tensor.stride(0) : 0;
-  if (t.dim() == 3 && t.size(0) == 1) op.batch_stride = 0;
+  RINGGRAD_CHECK(one_batch_stride(op.tensor, batch_dims, &op.batch_stride), "matmul: a dense copy of ", t.shape(),
+                 " has strides ", op.tensor.strides());
   return op;
 }
 
-// c = a @ b for a (.., M, K), b (.., K, N) already checked; c is dense (.., M, N).
-// beta = 1 adds the product to what c holds (a gradient written into its leaf's .grad).
+// c = a @ b for a (batch..., M, K), b (batch..., K, N) with the same batch dims (expanded views),
+// already checked; c is dense (batch..., M, N). beta = 1 adds the product to what c holds (a gradient
+// written into its leaf's .grad).
 void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& bias, const char* name,
                Activation activation = Activation::None, double beta = 0.0) {
   if (c.numel() == 0) return;
-  const Operand oa = operand_of(a), ob = operand_of(b);
+  const int64_t batch_dims = c.dim() - 2;
+  const Operand oa = operand_of(a, batch_dims), ob = operand_of(b, batch_dims);
   kernels::GemmArgs args;
   args.dtype = a.dtype();
   args.m = a.size(-2);
@@ -60,7 +86,7 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
   args.trans_b = ob.trans;
   args.c = c.data();
   args.ldc = std::max<int64_t>(args.n, 1);
-  args.batch = c.dim() == 3 ? c.size(0) : 1;
+  args.batch = c.numel() / (args.m * args.n);
   args.stride_a = oa.batch_stride;
   args.stride_b = ob.batch_stride;
   args.stride_c = args.m * args.n;
@@ -74,19 +100,20 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
 struct MatmulBackward final : Node {
   SavedTensor a, b;
   const char* name() const override { return "MatmulBackward"; }
+  Shape a_shape, b_shape;  // a and b are at least 2-D here (matmul() promotes 1-D operands)
   std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
     const Tensor& a0 = a.unpack();
     const Tensor& b0 = b.unpack();
     Tensor grad_a, grad_b;
-    if (next_edges[0].valid()) grad_a = matmul(g[0], b0.transpose(-1, -2));
+    if (next_edges[0].valid()) grad_a = sum_to(matmul(g[0], b0.transpose(-1, -2)), a_shape);
     if (next_edges[1].valid()) {
-      if (a0.dim() == 3 && b0.dim() == 2) {
+      if (a_shape.size() >= 3 && b_shape.size() == 2) {
         // b was shared by every batch entry: its gradient sums over the batch, i.e. one GEMM over
         // the batch folded into the rows.
-        const int64_t k = a0.size(2), n = g[0].size(2);
+        const int64_t k = a_shape.back(), n = g[0].size(-1);
         grad_b = matmul(a0.reshape({-1, k}).t(), g[0].reshape({-1, n}));
       } else {
-        grad_b = matmul(a0.transpose(-1, -2), g[0]);
+        grad_b = sum_to(matmul(a0.transpose(-1, -2), g[0]), b_shape);
       }
     }
     return {grad_a, grad_b};
@@ -135,23 +162,59 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   ops::check_floating("matmul", a, "a");
   ops::check_floating("matmul", b, "b");
   ops::check_same("matmul", a, b);
-  RINGGRAD_CHECK((a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && (b.dim() == 3 || b.dim() == 2)),
-                 "matmul: expected (M, K) @ (K, N), (B, M, K) @ (B, K, N) or (B, M, K) @ (K, N), got a ", a.shape(),
+  RINGGRAD_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: expected tensors of at least one dimension, got a ", a.shape(),
                  " and b ", b.shape());
-  RINGGRAD_CHECK(a.size(-1) == b.size(-2), "matmul: expected a.size(-1) == b.size(-2), got a ", a.shape(), " and b ",
-                 b.shape());
-  RINGGRAD_CHECK(a.dim() == 2 || b.dim() == 2 || a.size(0) == b.size(0), "matmul: expected equal batch sizes, got a ",
+  const int64_t a_inner = a.size(-1), b_inner = b.dim() == 1 ? b.size(0) : b.size(-2);
+  RINGGRAD_CHECK(a_inner == b_inner, "matmul: expected a.size(-1) == b.size(", b.dim() == 1 ? "0" : "-2", "), got a ",
                  a.shape(), " and b ", b.shape());
-  Shape shape = a.shape();
-  shape[shape.size() - 1] = b.size(-1);
+  // A vector is a one-row (or one-column) matrix whose extra dim leaves the result again.
+  if (a.dim() == 1 || b.dim() == 1) {
+    const Tensor c = matmul(a.dim() == 1 ? a.reshape({1, a_inner}) : a, b.dim() == 1 ? b.reshape({b_inner, 1}) : b);
+    Shape shape = c.shape();
+    if (b.dim() == 1) shape.erase(shape.size() - 1);                       // N
+    if (a.dim() == 1) shape.erase(shape.size() - (b.dim() == 1 ? 1 : 2));  // M
+    return c.reshape(shape);
+  }
+
+  // The batch dims broadcast; the matrices do not.
+  Shape a_batch(a.shape().begin(), a.shape().end() - 2), b_batch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = a_batch;
+  if (!(a_batch == b_batch)) {
+    const int64_t dims = std::max(a_batch.size(), b_batch.size());
+    batch = Shape();
+    for (int64_t i = 0; i < dims; ++i) {
+      const int64_t x = i < dims - a_batch.size() ? 1 : a_batch[i - (dims - a_batch.size())];
+      const int64_t y = i < dims - b_batch.size() ? 1 : b_batch[i - (dims - b_batch.size())];
+      RINGGRAD_CHECK(x == y || x == 1 || y == 1, "matmul: expected batch dims that broadcast, got a ", a.shape(),
+                     " and b ", b.shape());
+      batch.push_back(x == 1 ? y : x);
+    }
+  }
+  auto expanded = [&batch](const Tensor& t) {
+    Shape shape = batch;
+    shape.push_back(t.size(-2));
+    shape.push_back(t.size(-1));
+    return t.shape() == shape ? t.detach() : t.detach().expand(shape);
+  };
+  Shape shape = batch;
+  shape.push_back(a.size(-2));
+  shape.push_back(b.size(-1));
   Tensor c = empty(shape, TensorOptions(a.dtype()).device(a.device()));
-  gemm_into(a, b, c, Tensor(), "matmul");
+  gemm_into(expanded(a), expanded(b), c, Tensor(), "matmul");
   if (needs_grad(a, b)) {
     auto& node = record<MatmulBackward>(c, {a, b});
+    node.a_shape = a.shape();
+    node.b_shape = b.shape();
     if (b.requires_grad()) node.a = save(a);
     if (a.requires_grad()) node.b = save(b);
   }
   return c;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  RINGGRAD_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0),
+                 "bmm: expected (B, M, K) @ (B, K, N) with the same B, got a ", a.shape(), " and b ", b.shape());
+  return matmul(a, b);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

@@ -92,19 +92,66 @@ Shape infer_size(const Shape& requested, int64_t numel, const char* op, const Sh
   return shape;
 }
 
+// The strides that let a tensor of `shape` and `strides` be seen with `wanted` sizes without moving
+// an element, as PyTorch's view() computes them; false when there are none. Walking the old dims
+// from the last, a run of dims that lie one after another in memory (each stride the next one's
+// stride times its size) is a "chunk" that any new dims may split or merge as long as they exactly
+// cover it; a view that would have to cross from one chunk into the next is impossible. So a
+// transposed matrix can be split along its leading dim but not flattened.
+bool view_strides(const Shape& shape, const Shape& strides, const Shape& wanted, Shape* out) {
+  Shape result(std::vector<int64_t>(static_cast<size_t>(wanted.size()), 1));
+  if (shape.empty()) {  // a scalar: every wanted size is 1
+    *out = result;
+    return true;
+  }
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  if (numel == 0) {  // nothing to move: any strides do, so take the dense ones
+    *out = contiguous_strides(wanted);
+    return true;
+  }
+  int64_t view_d = wanted.size() - 1;
+  int64_t chunk_stride = strides.back();  // the stride of the chunk's innermost element
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = shape.size() - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    // The chunk ends at d when the dim before it does not continue it in memory.
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || wanted[view_d] == 1)) {
+        result[view_d] = view_numel * chunk_stride;
+        view_numel *= wanted[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  *out = result;
+  return true;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& requested) const {
   const Shape shape = infer_size(requested, numel(), "view", this->shape());
-  RINGGRAD_CHECK(is_contiguous(), "view: expected a contiguous tensor, got strides ", strides(), " for shape ",
-                 this->shape(), "; use reshape(), which copies when it must");
-  return record_view(*this, ops::make_view(*this, shape, contiguous_strides(shape), offset()));
+  Shape view_stride;
+  RINGGRAD_CHECK(view_strides(this->shape(), strides(), shape, &view_stride), "view: shape ", this->shape(),
+                 " with strides ", strides(), " cannot be seen as ", shape,
+                 " without moving elements (a new dim would span two separate runs of memory); use reshape(), "
+                 "which copies when it must");
+  return record_view(*this, ops::make_view(*this, shape, view_stride, offset()));
 }
 
 Tensor Tensor::reshape(const Shape& requested) const {
   const Shape shape = infer_size(requested, numel(), "reshape", this->shape());
   if (shape == this->shape()) return *this;
-  return is_contiguous() ? view(shape) : contiguous().view(shape);
+  Shape view_stride;
+  return view_strides(this->shape(), strides(), shape, &view_stride) ? view(shape) : contiguous().view(shape);
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {

@@ -45,10 +45,14 @@ TEST_CASE("matmul: mismatched inner dimensions name both shapes", "[errors]") {
   CHECK_ERROR(matmul(f32({32, 784}), f32({128, 10})), "matmul", "[32, 784]", "[128, 10]");
 }
 
-TEST_CASE("matmul: batch size mismatch and unsupported ranks throw", "[errors]") {
-  CHECK_ERROR(matmul(f32({2, 3, 5}), f32({3, 5, 4})), "matmul", "[2, 3, 5]", "[3, 5, 4]");
-  CHECK_ERROR(matmul(f32({5}), f32({5, 4})), "matmul", "[5]");
-  CHECK_ERROR(matmul(f32({3, 5}), f32({2, 5, 4})), "matmul");
+TEST_CASE("matmul: batch dims that do not broadcast, and unsupported ranks, throw", "[errors]") {
+  CHECK_ERROR(matmul(f32({2, 3, 5}), f32({3, 5, 4})), "matmul", "broadcast", "[2, 3, 5]", "[3, 5, 4]");
+  CHECK_ERROR(matmul(f32({2, 2, 3, 5}), f32({3, 1, 5, 4})), "matmul", "broadcast", "[2, 2, 3, 5]", "[3, 1, 5, 4]");
+  CHECK_ERROR(matmul(f32({5}), f32({6, 4})), "matmul", "a.size(-1) == b.size(-2)", "[5]", "[6, 4]");
+  CHECK_ERROR(matmul(f32({3, 5}), f32({6})), "matmul", "a.size(-1) == b.size(0)", "[3, 5]", "[6]");
+  CHECK_ERROR(matmul(f32({}), f32({5, 4})), "matmul", "at least one dimension");
+  CHECK_ERROR(bmm(f32({2, 3, 5}), f32({5, 4})), "bmm", "(B, M, K) @ (B, K, N)", "[5, 4]");
+  CHECK_ERROR(bmm(f32({2, 3, 5}), f32({1, 5, 4})), "bmm", "[2, 3, 5]", "[1, 5, 4]");
 }
 
 TEST_CASE("linear: weight and bias shapes that do not fit the input throw", "[errors]") {

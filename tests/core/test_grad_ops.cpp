@@ -279,6 +279,37 @@ TEST_CASE("matmul 3-D @ 2-D (2x3x5 @ 5x4): the 2-D operand's gradient sums over 
   CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1]); }, {leaf({2, 3, 5}, 54), leaf({5, 4}, 55)});
 }
 
+TEST_CASE("matmul broadcasts batch dims as PyTorch's: gradients sum over the broadcast dims", "[grad]") {
+  auto mm = [](const Inputs& in) { return matmul(in[0], in[1]); };
+  // Attention's shapes: (batch, heads, T, d) @ (batch, heads, d, T), the second a transposed view.
+  CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0], in[1].transpose(-1, -2)); },
+                  {leaf({2, 3, 4, 5}, 70), leaf({2, 3, 4, 5}, 71)});
+  CHECK_GRADCHECK(mm, {leaf({2, 1, 3, 5}, 72), leaf({3, 5, 4}, 73)});  // a broadcast along one batch dim only
+  CHECK_GRADCHECK(mm, {leaf({3, 5}, 74), leaf({2, 5, 4}, 75)});        // a shared by every batch entry
+  CHECK_GRADCHECK(mm, {leaf({2, 3, 2, 5}, 76), leaf({5, 4}, 77)});     // b shared, the batch folded into rows
+  CHECK_GRADCHECK(mm, {leaf({5}, 78), leaf({2, 5, 4}, 79)});           // a vector: a row, dropped again
+  CHECK_GRADCHECK(mm, {leaf({2, 3, 5}, 80), leaf({5}, 81)});           // b a vector: a column
+  CHECK_GRADCHECK(mm, {leaf({5}, 82), leaf({5}, 83)});                 // a dot product: a scalar
+  CHECK_GRADCHECK([](const Inputs& in) { return bmm(in[0], in[1]); }, {leaf({2, 3, 5}, 84), leaf({2, 5, 4}, 85)});
+}
+
+TEST_CASE("matmul with broadcast batch dims equals the products of its matrices one by one", "[grad]") {
+  const Tensor a = randn({2, 1, 3, 5}, DType::f64, 90), b = randn({4, 5, 2}, DType::f64, 91);
+  const Tensor c = matmul(a, b);
+  REQUIRE(c.shape() == Shape{2, 4, 3, 2});
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 4; ++j) {
+      const std::vector<double> got = c.select(0, i).select(0, j).contiguous().to_vector<double>();
+      const std::vector<double> want = matmul(a.select(0, i).select(0, 0), b.select(0, j)).to_vector<double>();
+      REQUIRE(got.size() == want.size());
+      for (size_t e = 0; e < got.size(); ++e) CHECK(std::abs(got[e] - want[e]) < 1e-12);
+    }
+  }
+  CHECK(matmul(randn({5}, DType::f64, 92), randn({5}, DType::f64, 93)).dim() == 0);
+  CHECK(matmul(randn({5}, DType::f64, 94), randn({2, 5, 3}, DType::f64, 95)).shape() == Shape{2, 3});
+  CHECK(matmul(randn({2, 3, 5}, DType::f64, 96), randn({5}, DType::f64, 97)).shape() == Shape{2, 3});
+}
+
 TEST_CASE("matmul with transposed (non-contiguous) operands: gradient matches finite differences", "[grad]") {
   // Transposes taken inside the function (the GEMM sees trans flags) ...
   CHECK_GRADCHECK([](const Inputs& in) { return matmul(in[0].t(), in[1]); }, {leaf({5, 3}, 56), leaf({5, 4}, 57)});
@@ -481,6 +512,9 @@ TEST_CASE("reshape and view: gradient matches finite differences, incl. -1 and n
   // A reshape of a transposed tensor must copy; the gradient still lands in the right elements.
   CHECK_GRADCHECK([](const Tensor& t) { return t.reshape({15}) * 2.0; }, transposed_leaf(126));
   CHECK_GRADCHECK([](const Tensor& t) { return t.transpose(0, 1).reshape({-1, 3}); }, leaf({3, 5}, 127));
+  // A view of a non-contiguous tensor that the strides allow: the gradient flows to the right elements.
+  CHECK_GRADCHECK([](const Tensor& t) { return t.transpose(0, 1).view({3, 2, 2, 2}) * 2.0; }, leaf({2, 3, 4}, 128));
+  CHECK_GRADCHECK([](const Tensor& t) { return t.narrow(1, 1, 3).view({2, 2, 3}); }, leaf({4, 6}, 129));
 }
 
 TEST_CASE("transpose and t: gradient matches finite differences", "[grad]") {

@@ -14,6 +14,8 @@
 #include <ringgrad/core/shape.h>
 #include <ringgrad/core/tensor.h>
 
+#include "test_util.h"
+
 using namespace ringgrad;
 using Catch::Contains;
 
@@ -271,6 +273,32 @@ TEST_CASE("reshape of a non-contiguous tensor copies, with the right values", "[
   Tensor r = x.t().reshape({6});
   CHECK(r.to_vector<double>() == std::vector<double>{0, 3, 1, 4, 2, 5});
   CHECK(r.is_contiguous());
+  CHECK(r.storage() != x.storage());
+}
+
+// PyTorch's rule: a view may split or merge dims only within runs of dims that follow each other
+// in memory, so some non-contiguous tensors have views (and reshape then returns one).
+TEST_CASE("view of a non-contiguous tensor follows PyTorch's stride rules", "[tensor]") {
+  const Tensor x = iota({2, 3, 4});
+  const Tensor t = x.transpose(0, 1);         // [3, 2, 4], strides [4, 12, 1]
+  const Tensor split = t.view({3, 2, 2, 2});  // the last dim split: within one run
+  CHECK(split.storage() == x.storage());
+  CHECK(split.strides() == Shape{4, 12, 2, 1});
+  CHECK(split.contiguous().to_vector<double>() == t.contiguous().to_vector<double>());
+  CHECK_ERROR(t.view({3, 8}), "view", "[3, 2, 4]", "[4, 12, 1]", "[3, 8]", "reshape");  // would merge two runs
+  const Tensor merged = t.reshape({3, 8});                                              // so reshape copies
+  CHECK(merged.storage() != x.storage());
+  CHECK(merged.to_vector<double>() == t.contiguous().to_vector<double>());
+
+  const Tensor chunk = iota({4, 6}).narrow(1, 0, 3);  // [4, 3], strides [6, 1]: rows of a wider matrix
+  const Tensor rows = chunk.view({2, 2, 3});
+  CHECK(rows.strides() == Shape{12, 6, 1});
+  CHECK(rows.contiguous().to_vector<double>() == chunk.contiguous().to_vector<double>());
+  CHECK(chunk.reshape({2, 2, 3}).storage() == chunk.storage());  // a view, not a copy
+  CHECK_ERROR(chunk.view({12}), "view", "reshape");
+  CHECK(chunk.view({4, 3, 1}).strides()[1] == 1);
+  CHECK(iota({1}).view({}).dim() == 0);
+  CHECK(iota({0, 3}).t().view({3, 0, 1}).shape() == Shape{3, 0, 1});
 }
 
 TEST_CASE("transpose, t and permute share storage and permute the strides", "[tensor]") {

@@ -211,6 +211,29 @@ TEST_CASE("cuda tensors: matmul and its gradients agree with the CPU in float32,
               "batched matmul with a shared right operand");
 }
 
+TEST_CASE("cuda tensors: matmul broadcasts batch dims as on the CPU, forward and backward", "[cuda]") {
+  require_gpu();
+  // Attention's (batch, heads, T, d) @ (batch, heads, d, T) with a transposed view, and an operand
+  // broadcast along one batch dim only (expanded into dense memory first).
+  const Tensor q = seeded_host({2, 3, 7, 5}, DType::f32, 20), k = seeded_host({2, 3, 7, 5}, DType::f32, 21);
+  const Tensor a = seeded_host({2, 1, 7, 5}, DType::f32, 22), b = seeded_host({3, 5, 4}, DType::f32, 23);
+  auto run = [&](Device device) {
+    Tensor qd = q.detach().to(device).requires_grad_(true), kd = k.detach().to(device).requires_grad_(true);
+    Tensor ad = a.detach().to(device).requires_grad_(true), bd = b.detach().to(device).requires_grad_(true);
+    const Tensor scores = matmul(qd, kd.transpose(-1, -2)), mixed = matmul(ad, bd);
+    (sum(scores * scores) + sum(mixed * mixed)).backward();
+    return std::vector<Tensor>{scores, mixed, qd.grad(), kd.grad(), ad.grad(), bd.grad()};
+  };
+  const std::vector<Tensor> want = run(Device::cpu()), got = run(kGpu);
+  const char* names[] = {"q k^T",
+                         "a @ b (a broadcast)",
+                         "q.grad",
+                         "k.grad",
+                         "a.grad (summed over b's batch)",
+                         "b.grad (summed over a's batch)"};
+  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 1e-4, 1e-4, names[i]);
+}
+
 TEST_CASE("cuda tensors: gradcheck in float64 through ops that run on the GPU", "[cuda]") {
   require_gpu();
   // Each function moves its float64 CPU inputs to cuda:0, computes there, and returns the result to
