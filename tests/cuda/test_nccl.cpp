@@ -275,29 +275,21 @@ TEST_CASE("nccl: wrong tensors are refused on the caller with what was expected 
 // --- two ranks, one thread each, on cuda:0 and cuda:1 ------------------------------------------------------
 namespace {
 
+// Rank r of a group of the nccl backend on cuda:r, as the Work contract (work_contract.h) makes them.
+test::ContractBackend nccl_backend() {
+  test::ContractBackend nccl;
+  nccl.make = [](const std::shared_ptr<parallel::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+    return parallel::make_nccl_process_group(store, rank, size, rank, timeout);
+  };
+  nccl.device = [](int rank) { return Device::cuda(rank); };
+  return nccl;
+}
+
 // Runs `body(rank, group)` for ranks 0 and 1 on threads, each rank on its own GPU, meeting through
 // a TCPStore on a free port; returns what each rank threw ("" when nothing).
 template <typename Body>
 std::vector<std::string> run_two_ranks(Body body) {
-  auto server = std::make_shared<parallel::TCPStore>(
-      parallel::TCPStoreOptions().host("127.0.0.1").port(0).is_server(true).timeout(std::chrono::seconds(60)));
-  auto client = std::make_shared<parallel::TCPStore>(
-      parallel::TCPStoreOptions().host("127.0.0.1").port(server->port()).timeout(std::chrono::seconds(60)));
-  const std::vector<std::shared_ptr<parallel::Store>> stores = {server, client};
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        auto pg = parallel::make_nccl_process_group(stores[rank], rank, 2, rank, std::chrono::seconds(60));
-        body(rank, pg);
-      } catch (const std::exception& e) {
-        errors[rank] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return test::on_two_ranks(nccl_backend(), body);
 }
 
 double reduced(RedOp op, int64_t i) {
@@ -463,12 +455,7 @@ TEST_CASE("nccl: a rank that never joins makes the other time out, abort, and st
 TEST_CASE("nccl: the Work contract every backend meets", "[nccl][cuda][multi-gpu]") {
   require_nccl_gpu();
   test::require_gpus(2);
-  test::ContractBackend nccl;
-  nccl.make = [](const std::shared_ptr<parallel::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
-    return parallel::make_nccl_process_group(store, rank, size, rank, timeout);
-  };
-  nccl.device = [](int rank) { return Device::cuda(rank); };
-  test::check_work_contract(nccl);
+  test::check_work_contract(nccl_backend());
 }
 
 #ifdef RINGGRAD_CUDA_EMU
