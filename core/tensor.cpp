@@ -133,9 +133,8 @@ void Tensor::register_hook(TensorHook hook) const {
   if (is_leaf()) {
     autograd_meta().hooks.push_back(std::move(hook));
   } else {
-    // A non-leaf's gradient is the input of its grad_fn, so the hook runs just before that node.
-    RINGGRAD_CHECK(output_nr() == 0, "register_hook: multi-output nodes are not supported");
-    grad_fn()->pre_hooks.push_back(std::move(hook));
+    // A non-leaf's gradient is an input of its grad_fn, so the hook runs just before that node.
+    grad_fn()->pre_hooks.push_back({output_nr(), std::move(hook)});
   }
 }
 

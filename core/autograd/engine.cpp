@@ -78,10 +78,11 @@ std::vector<std::shared_ptr<Node>> execute(GraphTask& task, const std::shared_pt
     inputs = std::move(task.buffers[node.get()]);
     task.buffers.erase(node.get());
   }
-  if (inputs.empty()) inputs.resize(1);
-  for (const TensorHook& hook : node->pre_hooks) {
-    Tensor replaced = hook(inputs[0]);
-    if (replaced.defined()) inputs[0] = replaced;
+  if (inputs.size() < static_cast<size_t>(node->num_outputs)) inputs.resize(static_cast<size_t>(node->num_outputs));
+  for (const Node::OutputHook& h : node->pre_hooks) {
+    Tensor& grad = inputs[static_cast<size_t>(h.output_nr)];
+    Tensor replaced = h.hook(grad);
+    if (replaced.defined()) grad = replaced;
   }
   RINGGRAD_CHECK(!node->released, "backward: trying to backward through the graph a second time (at ", node->name(),
                  "); its saved tensors were released by the first backward. Pass retain_graph=true to the first "

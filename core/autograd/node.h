@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include <ringgrad/core/base/error.h>
 #include <ringgrad/core/tensor.h>
 
 namespace ringgrad {
@@ -34,10 +35,20 @@ struct Node : std::enable_shared_from_this<Node> {
   /// The backward: gradients w.r.t. the forward's inputs (undefined for inputs that need none).
   virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
 
-  std::vector<Edge> next_edges;       ///< where each input's gradient goes, in the forward's input order
-  Device device;                      ///< where the engine runs apply(): the device of the forward's output
-  uint64_t sequence_nr;               ///< creation order; the engine prefers later nodes (reverse of forward)
-  std::vector<TensorHook> pre_hooks;  ///< Tensor::register_hook on the output of this node
+  /// A Tensor::register_hook on output `output_nr` of this node: it runs on that output's gradient
+  /// just before apply().
+  struct OutputHook {
+    int output_nr = 0;
+    TensorHook hook;
+  };
+
+  std::vector<Edge> next_edges;  ///< where each input's gradient goes, in the forward's input order
+  Device device;                 ///< where the engine runs apply(): the device of the forward's outputs
+  uint64_t sequence_nr;          ///< creation order; the engine prefers later nodes (reverse of forward)
+  /// How many results the forward made (record_outputs): apply() gets one gradient for each, an
+  /// undefined one for a result that no gradient reached.
+  int num_outputs = 1;
+  std::vector<OutputHook> pre_hooks;  ///< Tensor::register_hook on the outputs of this node
   bool released = false;              ///< a backward without retain_graph ran through this node
 };
 
@@ -115,5 +126,25 @@ NodeT& record(const Tensor& output, const std::vector<Tensor>& inputs) {
   return record_node<NodeT>(output, inputs);
 }
 ///@}
+
+/// record for a forward with several results: outputs[i] becomes result i of one new NodeT, whose
+/// apply() then receives one gradient per result, in that order -- an undefined one for a result
+/// that no gradient reached (unused, or not differentiable, as an index output). Every output must
+/// be on the device of the first.
+template <typename NodeT>
+NodeT& record_outputs(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  RINGGRAD_CHECK(!outputs.empty(), "record_outputs: expected at least one output, got none");
+  NodeT& node = record_node<NodeT>(outputs[0], inputs);
+  node.num_outputs = static_cast<int>(outputs.size());
+  for (size_t i = 1; i < outputs.size(); ++i) {
+    RINGGRAD_CHECK(outputs[i].device() == node.device, "record_outputs (", node.name(), "): expected output ", i,
+                   " on ", node.device, " like output 0, got ", outputs[i].device());
+    AutogradMeta& meta = outputs[i].autograd_meta();
+    meta.requires_grad = true;
+    meta.grad_fn = node.shared_from_this();
+    meta.output_nr = static_cast<int>(i);
+  }
+  return node;
+}
 
 }  // namespace ringgrad

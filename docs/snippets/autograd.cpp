@@ -29,6 +29,39 @@ Tensor square(const Tensor& x) {
 }
 // [/custom_op]
 
+// [multi_output]
+// sum_and_product: two results of one forward, (a + b, a * b). One node receives both gradients.
+struct SumAndProductBackward final : Node {
+  SavedTensor a, b;
+  const char* name() const override { return "SumAndProductBackward"; }
+  std::vector<Tensor> apply(const std::vector<Tensor>& g) override {
+    // g[0] is the gradient of a + b, g[1] of a * b; either is undefined when its result was unused.
+    Tensor da, db;
+    if (g[0].defined()) da = db = g[0];
+    if (g[1].defined()) {
+      const Tensor from_product_a = g[1] * b.unpack(), from_product_b = g[1] * a.unpack();
+      da = da.defined() ? da + from_product_a : from_product_a;
+      db = db.defined() ? db + from_product_b : from_product_b;
+    }
+    return {da, db};  // one per input, as always
+  }
+};
+
+std::vector<Tensor> sum_and_product(const Tensor& a, const Tensor& b) {
+  std::vector<Tensor> results;
+  {
+    NoGradGuard no_grad;
+    results = {a + b, a * b};
+  }
+  if (needs_grad(a, b)) {
+    auto& node = record_outputs<SumAndProductBackward>(results, {a, b});  // results[i] is output i
+    node.a = save(a);
+    node.b = save(b);
+  }
+  return results;
+}
+// [/multi_output]
+
 int main() {
   {
     // [gradcheck]
@@ -72,6 +105,25 @@ int main() {
     // [/hooks]
     expect(w.grad().to_vector<double>() == std::vector<double>{1.0, 2.0}, "hook halves the gradient");
     expect(log == std::vector<std::string>{"accumulated", "final callback"}, "hook order");
+  }
+  {
+    // [multi_output_use]
+    Tensor a = from_vector<double>({1.0, 2.0}).requires_grad_(true);
+    Tensor b = from_vector<double>({3.0, 4.0}).requires_grad_(true);
+    std::vector<Tensor> r = sum_and_product(a, b);
+    r[1].register_hook([](const Tensor& grad) { return grad * 2.0; });  // on the product only
+    sum(r[1]).backward();  // the sum is unused: its gradient reaches the node undefined
+    // a.grad() is 2 * b = {6, 8}, b.grad() is 2 * a = {2, 4}
+    // [/multi_output_use]
+    expect(a.grad().to_vector<double>() == std::vector<double>{6.0, 8.0}, "multi-output: a.grad");
+    expect(b.grad().to_vector<double>() == std::vector<double>{2.0, 4.0}, "multi-output: b.grad");
+    expect(r[0].output_nr() == 0 && r[1].output_nr() == 1 && r[0].grad_fn() == r[1].grad_fn(), "one node, two outputs");
+    a.set_grad(Tensor());
+    b.set_grad(Tensor());
+    const std::vector<Tensor> both = sum_and_product(a, b);
+    sum(both[0] * 3.0 + both[1]).backward();  // both used: 3 + b and 3 + a
+    expect(a.grad().to_vector<double>() == std::vector<double>{6.0, 7.0}, "multi-output: both results used");
+    expect(b.grad().to_vector<double>() == std::vector<double>{4.0, 5.0}, "multi-output: both results used (b)");
   }
   std::cout << "autograd snippets: all checks passed\n";
   return 0;
