@@ -13,6 +13,8 @@
 //   softmax   softmax(x, 1) of [n/1024, 1024]                          8n B
 //   xent      cross_entropy(logits, labels), logits [n/10, 10], mean   4n B + 8 B a row (int64 labels)
 //   copy      x.t().contiguous() of x [n/1024, 1024]: a transpose      8n B
+//   tanh      tanh(x), [n] (only with --ops)                           8n B
+//   gelu      gelu(x), exact (erf), [n] (only with --ops)              8n B
 //
 // (Below 1024 elements the matrices are [1, n]; cross_entropy has min(n, 10) classes; copy's matrix
 // is [n/32, 32] below 32K elements, since a transposed [1, n] is contiguous and copies nothing.)
@@ -39,8 +41,9 @@ namespace rg = ringgrad;
 namespace {
 
 const std::vector<std::string> kAllOps = {"add", "relu", "sum", "sum_dim1", "softmax", "xent", "copy"};
-// tanh is measured only when asked for (--ops tanh): it is libm-bound, and its grain differs.
-const std::vector<std::string> kExtraOps = {"tanh"};
+// tanh and gelu are measured only when asked for (--ops tanh,gelu): tanh is libm-bound, and its grain
+// differs; gelu is exact GELU (erf), the MLP activation of a GPT.
+const std::vector<std::string> kExtraOps = {"tanh", "gelu"};
 const std::vector<int64_t> kSizes = {1, 1 << 10, 1 << 20, 1 << 22, 1 << 24, 1 << 26};
 
 struct Options {
@@ -154,7 +157,7 @@ Shape2 shape_of(const std::string& op, int64_t n) {
 double bytes_of(const std::string& op, Shape2 s) {
   const double n = static_cast<double>(s.rows * s.cols), rows = static_cast<double>(s.rows);
   if (op == "add") return 12 * n;
-  if (op == "relu" || op == "softmax" || op == "copy" || op == "tanh") return 8 * n;
+  if (op == "relu" || op == "softmax" || op == "copy" || op == "tanh" || op == "gelu") return 8 * n;
   if (op == "sum") return 4 * n;
   if (op == "sum_dim1") return 4 * n + 4 * rows;
   return 4 * n + 8 * rows;  // xent
@@ -165,8 +168,9 @@ void keep(const rg::Tensor& t) { bench::do_not_optimize(t.impl()); }
 // ns per call, one value per repetition.
 std::vector<double> time_ringgrad(const std::string& op, Shape2 s, int reps, double min_time) {
   rg::NoGradGuard no_grad;
-  const rg::Shape shape = op == "add" || op == "relu" || op == "sum" || op == "tanh" ? rg::Shape{s.rows * s.cols}
-                                                                                     : rg::Shape{s.rows, s.cols};
+  const rg::Shape shape = op == "add" || op == "relu" || op == "sum" || op == "tanh" || op == "gelu"
+                              ? rg::Shape{s.rows * s.cols}
+                              : rg::Shape{s.rows, s.cols};
   const rg::Tensor x = rg::randn(shape, rg::DType::f32, 1);
   if (op == "add") {
     const rg::Tensor y = rg::randn(shape, rg::DType::f32, 2);
@@ -174,6 +178,7 @@ std::vector<double> time_ringgrad(const std::string& op, Shape2 s, int reps, dou
   }
   if (op == "relu") return bench::time_per_call([&] { keep(rg::relu(x)); }, reps, min_time);
   if (op == "tanh") return bench::time_per_call([&] { keep(rg::tanh(x)); }, reps, min_time);
+  if (op == "gelu") return bench::time_per_call([&] { keep(rg::gelu(x)); }, reps, min_time);
   if (op == "sum") return bench::time_per_call([&] { keep(rg::sum(x)); }, reps, min_time);
   if (op == "sum_dim1") return bench::time_per_call([&] { keep(rg::sum(x, {1})); }, reps, min_time);
   if (op == "softmax") return bench::time_per_call([&] { keep(rg::softmax(x, 1)); }, reps, min_time);

@@ -36,7 +36,7 @@ def make_call(torch, op, n):
 
     rows, cols = shape_of(op, n)
     gen = torch.Generator().manual_seed(1)
-    flat = op in ("add", "relu", "sum", "tanh")
+    flat = op in ("add", "relu", "sum", "tanh", "gelu")
     x = torch.randn((rows * cols,) if flat else (rows, cols), generator=gen)
     if op == "add":
         y = torch.randn(rows * cols, generator=gen)
@@ -45,6 +45,8 @@ def make_call(torch, op, n):
         return lambda: torch.relu(x)
     if op == "tanh":
         return lambda: torch.tanh(x)
+    if op == "gelu":
+        return lambda: torch.nn.functional.gelu(x)
     if op == "sum":
         return lambda: torch.sum(x)
     if op == "sum_dim1":

@@ -6,9 +6,12 @@
 /// live side by side in one file under core/ops/ (the file is named after each group below).
 ///
 /// Shapes: binary ops broadcast as NumPy and PyTorch do (sizes are aligned from the right; a size of 1
-/// stretches). Dtypes must match (no silent promotion); devices must match.
+/// stretches). Devices must match. Floating dtypes must match (float32 is never widened to float64
+/// behind your back); an integer operand -- a uint8 mask, int64 indices -- meets a floating one in the
+/// floating dtype, and comparisons and where() promote as PyTorch does (promote_types).
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -85,6 +88,70 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);  ///< last piece may be smaller
 /// Views of at most `chunks` pieces of ceil(n / chunks) along `dim`, as PyTorch (there may be fewer).
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// --- indexing.cpp: selecting and adding by int64 index ----------------------------------------------
+// Indices must lie in [0, size) of the dimension they index (an Error names the first that does not);
+// indices on a GPU are checked on the host, which waits for the GPU once per call. Backward adds are
+// deterministic: the same bits on every run, device and thread count.
+/// The slices x[..., index[j], ...] along `dim` (index 1-D int64, on x's device): dim's size becomes
+/// index.numel(). Backward adds each gradient slice into the row it came from.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+/// Rows of `weight` [num_embeddings, embedding_dim] picked by `indices` (int64, any shape): shape
+/// indices.shape + [embedding_dim]. PyTorch's F.embedding(indices, weight, padding_idx): the row
+/// `padding_idx` (negative counts from the end) gets no gradient.
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+/// y[i][j][k] = x[index[i][j][k]][j][k] for dim 0 (and so on): index has x's rank and is no longer
+/// than x in the other dims; y has index's shape. PyTorch's torch.gather.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+/// A copy of x with src added at the places index names along `dim`:
+/// y[index[i][j][k]][j][k] += src[i][j][k] for dim 0 (and so on), contributions to one element added
+/// in increasing order of their position along dim. index has x's rank, is no longer than src in any
+/// dim and no longer than x outside `dim`. PyTorch's torch.scatter_add (not in place).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// --- compare.cpp: masks, selection and triangles ------------------------------------------------------
+// Operands of different dtypes are compared or selected in promote_types(a, b) (core/base/dtype.h);
+// a scalar takes the tensor's dtype (float64 when the tensor is integer and the scalar is not whole).
+///@{
+/// a == b, a != b, a < b, a <= b, a > b, a >= b, broadcasting: a uint8 mask of 0 and 1 (PyTorch's
+/// bool), never recorded. NaN compares unequal to everything.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& x, double value);
+Tensor ne(const Tensor& x, double value);
+Tensor lt(const Tensor& x, double value);
+Tensor le(const Tensor& x, double value);
+Tensor gt(const Tensor& x, double value);
+Tensor ge(const Tensor& x, double value);
+///@}
+///@{
+/// cond ? a : b elementwise, broadcasting all three; cond a uint8 mask. The gradient reaches a where
+/// cond holds and b elsewhere. PyTorch's torch.where.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+///@}
+/// x with `value` (cast to x's dtype, so -INFINITY works for attention) where the uint8 mask, which
+/// broadcasts to x's shape, is 1. Not in place: PyTorch's Tensor.masked_fill.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+/// The lower triangle of the last two dims (j - i <= diagonal kept, the rest 0), as torch.tril.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+/// The upper triangle of the last two dims (j - i >= diagonal kept, the rest 0), as torch.triu.
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+
+// --- attention.cpp: fused attention ------------------------------------------------------------------
+/// softmax(scale q k^T) v over the last two dims, as PyTorch's F.scaled_dot_product_attention:
+/// q [..., T, d], k [..., S, d], v [..., S, dv] -> [..., T, dv], the leading dims equal in all three.
+/// `causal`: query i sees keys j <= i only (top-left aligned, PyTorch's is_causal). `scale` defaults
+/// to 1/sqrt(d). One fused op: no [T, S] matrix is stored for the backward, which recomputes the
+/// probabilities from one saved number per query row. On CUDA head dims up to 128, float32, bfloat16
+/// or float16.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 // --- softmax.cpp -------------------------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);      ///< e^x / sum(e^x) along `dim`

@@ -78,7 +78,31 @@ RINGGRAD_HOST_DEVICE inline float sqrt(float x) { return ::sqrtf(x); }
 RINGGRAD_HOST_DEVICE inline double sqrt(double x) { return ::sqrt(x); }
 RINGGRAD_HOST_DEVICE inline float tanh(float x) { return ::tanhf(x); }
 RINGGRAD_HOST_DEVICE inline double tanh(double x) { return ::tanh(x); }
-RINGGRAD_HOST_DEVICE inline float erf(float x) { return ::erff(x); }
+// erf in float. On the GPU, CUDA's erff. On the host, a rational function instead of libm's erff:
+// libm is a call per element, which keeps the CPU's exact GELU loop scalar (15 ns an element here);
+// this is branch-free arithmetic the compiler vectorises. x is clamped to [-4, 4], outside which
+// erf(x) rounds to +-1 in float; inside, x P(x^2) / Q(x^2) with P of degree 6 and Q of degree 4 in
+// x^2 -- the minimax interpolant that XLA and Eigen (generic_fast_erf_float) use, accurate to a
+// couple of ulp.
+RINGGRAD_HOST_DEVICE inline float erf(float x) {
+#ifdef __CUDA_ARCH__
+  return ::erff(x);
+#else
+  const float c = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+  const float c2 = c * c;
+  float p = c2 * -2.72614225801306e-10f + 2.77068142495902e-08f;
+  p = c2 * p + -2.10102402082508e-06f;
+  p = c2 * p + -5.69250639462346e-05f;
+  p = c2 * p + -7.34990630326855e-04f;
+  p = c2 * p + -2.95459980854025e-03f;
+  p = c2 * p + -1.60960333262415e-02f;
+  float q = c2 * -1.45660718464996e-05f + -2.13374055278905e-04f;
+  q = c2 * q + -1.68282697438203e-03f;
+  q = c2 * q + -7.37332916720468e-03f;
+  q = c2 * q + -1.42647390514189e-02f;
+  return c * p / q;
+#endif
+}
 RINGGRAD_HOST_DEVICE inline double erf(double x) { return ::erf(x); }
 RINGGRAD_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
 RINGGRAD_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }

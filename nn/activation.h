@@ -22,7 +22,7 @@ class ReLU : public Cloneable<ReLU> {
 class GELU : public Cloneable<GELU> {
  public:
   /// GeluApproximate::None: exact (erf); GeluApproximate::Tanh: PyTorch's approximate="tanh".
-  explicit GELU(GeluApproximate approximate = GeluApproximate::None) : approximate(approximate) {}
+  explicit GELU(GeluApproximate how = GeluApproximate::None) : approximate(how) {}
   std::string type_name() const override { return "GELU"; }
   Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
   GeluApproximate approximate;  ///< as given to the constructor
@@ -53,7 +53,7 @@ class SiLU : public Cloneable<SiLU> {
 class Flatten : public Cloneable<Flatten> {
  public:
   /// Negative dims count from the end.
-  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  explicit Flatten(int64_t first = 1, int64_t last = -1) : start_dim(first), end_dim(last) {}
   std::string type_name() const override { return "Flatten"; }
   Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
   ///@{
@@ -66,8 +66,8 @@ class Flatten : public Cloneable<Flatten> {
 /// eval mode. Masks come from the default generator, so manual_seed() makes runs repeatable.
 class Dropout : public Cloneable<Dropout> {
  public:
-  /// @throws ringgrad::Error unless p is in [0, 1].
-  explicit Dropout(double p = 0.5) : p(p) {
+  /// `probability` is p, the chance of zeroing an element. @throws ringgrad::Error unless it is in [0, 1].
+  explicit Dropout(double probability = 0.5) : p(probability) {
     RINGGRAD_CHECK(p >= 0.0 && p <= 1.0, "Dropout: expected p in [0, 1], got ", p);
   }
   std::string type_name() const override { return "Dropout"; }

@@ -8,6 +8,7 @@
 #include <ringgrad/nn/data/distributed_sampler.h>
 #include <ringgrad/nn/data/fashion_mnist.h>
 #include <ringgrad/nn/data/idx.h>
+#include <ringgrad/nn/embedding.h>
 #include <ringgrad/nn/init.h>
 #include <ringgrad/nn/layernorm.h>
 #include <ringgrad/nn/linear.h>
@@ -20,6 +21,7 @@
 #include <ringgrad/nn/optim/sgd.h>
 #include <ringgrad/nn/safetensors.h>
 #include <ringgrad/nn/sequential.h>
+#include <ringgrad/nn/transformer.h>
 
 /// @namespace ringgrad::nn
 /// Modules (Module, Linear, LayerNorm, Sequential, the activations), losses, checkpoints and

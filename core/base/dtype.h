@@ -44,6 +44,17 @@ inline bool is_floating(DType dt) {
   return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 || dt == DType::f16;
 }
 
+/// The dtype an op computes in when its operands' dtypes differ, as PyTorch's torch.promote_types: a
+/// floating dtype beats an integer one, a wider one a narrower one, and bfloat16 with float16 gives
+/// float32 (neither holds the other's values). So a uint8 mask times a float32 tensor is float32.
+inline DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+  if (!is_floating(a)) return DType::i64;  // uint8 with int64
+  if (a == DType::f64 || b == DType::f64) return DType::f64;
+  return DType::f32;  // f32 with a 16-bit type, or bfloat16 with float16
+}
+
 inline std::ostream& operator<<(std::ostream& os, DType dt) { return os << dtype_name(dt); }  ///< prints dtype_name(dt)
 
 /// Maps a C++ type to its DType, for typed accessors such as `data<float>()` and `item<double>()`.

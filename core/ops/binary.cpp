@@ -33,28 +33,23 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 namespace {
 
-// A view of t with `shape`, stride 0 where t is broadcast (t's dims are aligned to the right).
-StridedDesc broadcast_desc(const Tensor& t, const Shape& shape) {
-  StridedDesc d;
-  d.data = t.data();
-  d.ndim = static_cast<int>(shape.size());
-  const int64_t lead = shape.size() - t.dim();
-  for (int64_t i = 0; i < shape.size(); ++i) {
-    d.shape[i] = shape[i];
-    d.strides[i] = (i < lead || t.size(i - lead) == 1) ? 0 : t.stride(i - lead);
-  }
-  return d;
-}
-
-Tensor binary_forward(kernels::BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+// a op b, after the one promotion PyTorch makes that matters here: an integer operand -- a uint8
+// mask, int64 counts -- meets a floating one in the floating one's dtype (mask * x is x's dtype). Two
+// floating operands must still agree: ringgrad never widens float32 to float64 behind your back.
+Tensor binary_forward(kernels::BinaryOp op, const char* name, const Tensor& a_in, const Tensor& b_in) {
+  ops::check_defined(name, a_in, "a");
+  ops::check_defined(name, b_in, "b");
+  const bool a_int = !is_floating(a_in.dtype()), b_int = !is_floating(b_in.dtype());
+  const Tensor a = a_int && !b_int ? a_in.to(b_in.dtype()) : a_in;
+  const Tensor b = b_int && !a_int ? b_in.to(a_in.dtype()) : b_in;
   ops::check_floating(name, a, "a");
   ops::check_floating(name, b, "b");
   ops::check_same(name, a, b);
   const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, TensorOptions(a.dtype()).device(a.device()));
   if (out.numel() > 0)
-    ops::backend_of(a, name).binary(op, a.dtype(), broadcast_desc(a, shape), broadcast_desc(b, shape), out.data(),
-                                    ops::stream_of(out));
+    ops::backend_of(a, name).binary(op, a.dtype(), ops::broadcast_desc(a, shape), ops::broadcast_desc(b, shape),
+                                    out.data(), ops::stream_of(out));
   return out;
 }
 

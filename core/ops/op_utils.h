@@ -71,6 +71,20 @@ inline StridedDesc desc_of(const Tensor& t) {
   return d;
 }
 
+// A view of t with `shape`, stride 0 where t is broadcast (t's dims are aligned to the right): how
+// a broadcasting op hands an operand to its kernel without copying it.
+inline StridedDesc broadcast_desc(const Tensor& t, const Shape& shape) {
+  StridedDesc d;
+  d.data = t.data();
+  d.ndim = static_cast<int>(shape.size());
+  const int64_t lead = shape.size() - t.dim();
+  for (int64_t i = 0; i < shape.size(); ++i) {
+    d.shape[i] = shape[i];
+    d.strides[i] = (i < lead || t.size(i - lead) == 1) ? 0 : t.stride(i - lead);
+  }
+  return d;
+}
+
 // A tensor sharing `base`'s storage with another shape/strides/offset (no autograd attached).
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
 

@@ -55,22 +55,6 @@ cublasHandle_t cublas_handle(int device) {
   return handles[static_cast<size_t>(device)];
 }
 
-// Runs fn(stream, device) with the stream's device current. An Error from the launcher gains the
-// device ("softmax: ... got int64 (on cuda:1)") unless it already names it.
-template <typename Fn>
-void on_stream(const char* op, Stream s, Fn&& fn) {
-  const auto stream = static_cast<cudaStream_t>(s);
-  const int device = device_of(stream, op);
-  CudaDeviceGuard guard(device);
-  try {
-    fn(stream, device);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.find("cuda:") != std::string::npos) throw;
-    throw Error(detail::str(what, " (on cuda:", device, ")"));
-  }
-}
-
 }  // namespace
 }  // namespace cuda
 

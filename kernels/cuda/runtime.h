@@ -21,6 +21,10 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
+#include <ringgrad/core/base/device.h>
+#include <ringgrad/core/base/error.h>
 #include "core/base/cuda_check.h"
 
 namespace ringgrad {
@@ -66,6 +70,22 @@ cudaStream_t copy_stream_for(int device);
 int device_of(cudaStream_t stream, const char* op);
 // Waits for everything queued on ringgrad's stream of `device`.
 void synchronize(int device);
+
+// Runs fn(stream, device) with the stream's device current. An Error from the launcher gains the
+// device ("softmax: ... got int64 (on cuda:1)") unless it already names it.
+template <typename Fn>
+void on_stream(const char* op, Stream s, Fn&& fn) {
+  const auto stream = static_cast<cudaStream_t>(s);
+  const int device = device_of(stream, op);
+  CudaDeviceGuard guard(device);
+  try {
+    fn(stream, device);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.find("cuda:") != std::string::npos) throw;
+    throw Error(detail::str(what, " (on cuda:", device, ")"));
+  }
+}
 
 // A CUDA event (no timing) created on `device`: record() marks a point in a stream of that device,
 // and wait_in() makes another stream -- of any device -- wait for that point without blocking the host.

@@ -21,6 +21,7 @@
 #include <ringgrad/core/ops.h>
 #include <ringgrad/core/tensor.h>
 #include <ringgrad/nn/activation.h>
+#include <ringgrad/nn/embedding.h>
 #include <ringgrad/nn/init.h>
 #include <ringgrad/nn/layernorm.h>
 #include <ringgrad/nn/linear.h>
@@ -502,4 +503,30 @@ TEST_CASE("MSELoss module: gradient matches finite differences for input and tar
   CHECK_GRADCHECK([&](const Inputs& in) { return loss(in[0], in[1]); }, Inputs{leaf({4, 3}, 63), leaf({4, 3}, 64)});
   nn::MSELoss loss_sum(Reduction::Sum);
   CHECK_GRADCHECK([&](const Inputs& in) { return loss_sum(in[0], in[1]); }, Inputs{leaf({5}, 65), leaf({5}, 66)});
+}
+
+TEST_CASE("Embedding: looks rows up in indices' shape, and the padding row starts at zero and learns nothing", "[nn]") {
+  manual_seed(3);
+  nn::Embedding emb(nn::EmbeddingOptions(10, 4).padding_idx(-1));  // row 9
+  CHECK(emb.options.padding_idx() == 9);
+  REQUIRE(emb.named_parameters().size() == 1);
+  CHECK(emb.named_parameters()[0].first == "weight");
+  CHECK(emb.weight.shape() == Shape{10, 4});
+  CHECK(emb.weight.narrow(0, 9, 1).to_vector<float>() == std::vector<float>(4, 0.0f));
+  const Tensor ids = from_vector(std::vector<int64_t>{9, 2, 2, 0, 9, 5}, Shape{3, 2});
+  const Tensor y = emb.forward(ids);
+  REQUIRE(y.shape() == Shape{3, 2, 4});
+  CHECK(y.narrow(0, 1, 1).narrow(1, 1, 1).reshape({4}).to_vector<float>() ==  // ids[1][1] = 0
+        emb.weight.narrow(0, 0, 1).reshape({4}).to_vector<float>());
+  sum(y).backward();
+  const std::vector<float> g = emb.weight.grad().to_vector<float>();
+  CHECK(g[2 * 4] == 2.0f);  // row 2 looked up twice
+  CHECK(g[9 * 4] == 0.0f);  // the padding row
+  CHECK(g[1 * 4] == 0.0f);  // never looked up
+  std::ostringstream printed;
+  emb.pretty_print(printed);
+  CHECK(printed.str() == "Embedding(10, 4, padding_idx=9)");
+  CHECK_THROWS_WITH(nn::Embedding(0, 4), Catch::Contains("Embedding: expected positive sizes"));
+  CHECK_THROWS_WITH(nn::Embedding(nn::EmbeddingOptions(3, 4).padding_idx(3)),
+                    Catch::Contains("padding_idx in [-3, 2]"));
 }
