@@ -16,12 +16,27 @@
 #include <ringgrad/core/base/dtype.h>
 #include <ringgrad/core/base/strided.h>
 #include <ringgrad/kernels/family.h>
+#include <ringgrad/kernels/unary_ops.h>  // RINGGRAD_HOST_DEVICE
 
 namespace ringgrad {
 namespace kernels {
 
 /// The comparison of CompareKernels::compare: a == b, a != b, a < b, a <= b, a > b, a >= b.
 enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+
+/// a op b for one pair of values, as both backends' kernels compute it (NaN: only Ne holds).
+template <typename A>
+RINGGRAD_HOST_DEVICE inline bool compare_values(CompareOp op, A a, A b) {
+  switch (op) {
+    case CompareOp::Eq: return a == b;
+    case CompareOp::Ne: return a != b;
+    case CompareOp::Lt: return a < b;
+    case CompareOp::Le: return a <= b;
+    case CompareOp::Gt: return a > b;
+    case CompareOp::Ge: return a >= b;
+  }
+  return false;
+}
 
 /// The comparison kernels of one backend. Work is queued on `s` (kernels/backend.h's conventions).
 struct CompareKernels {

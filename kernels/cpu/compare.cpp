@@ -15,19 +15,6 @@ namespace kernels {
 namespace cpu {
 namespace {
 
-template <typename T>
-bool compare_values(CompareOp op, T a, T b) {
-  switch (op) {
-    case CompareOp::Eq: return a == b;
-    case CompareOp::Ne: return a != b;
-    case CompareOp::Lt: return a < b;
-    case CompareOp::Le: return a <= b;
-    case CompareOp::Gt: return a > b;
-    case CompareOp::Ge: return a >= b;
-  }
-  return false;
-}
-
 // Calls row(offsets, strides, n) over the lockstep rows of N strided arrays of `shape`, the last of
 // them the dense output, split across threads.
 template <size_t N, typename Row>

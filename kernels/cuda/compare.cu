@@ -21,19 +21,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-template <typename A>
-__device__ inline bool compare_values(CompareOp op, A a, A b) {
-  switch (op) {
-    case CompareOp::Eq: return a == b;
-    case CompareOp::Ne: return a != b;
-    case CompareOp::Lt: return a < b;
-    case CompareOp::Le: return a <= b;
-    case CompareOp::Gt: return a > b;
-    case CompareOp::Ge: return a >= b;
-  }
-  return false;
-}
-
 // The value a comparison sees: bfloat16 and float16 widened to float (exact), anything else as is.
 template <typename T>
 __device__ inline auto compared(const T* p) {
