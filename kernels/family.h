@@ -18,8 +18,12 @@
 ///
 /// Registration runs in the static initialisers of the implementation files, so the linker must keep
 /// those files even though nothing calls into them by name: ringgrad::ringgrad links its archive
-/// whole (CMakeLists.txt), as a static libtorch must be for the same reason.
+/// whole (CMakeLists.txt), as a static libtorch must be for the same reason. It also means a family
+/// is there once main() has started, not during a program's own static initialisers (which may run
+/// first): a global that calls a family's op at start-up must be made on first use instead.
 #pragma once
+
+#include <typeinfo>
 
 #include <ringgrad/core/base/device.h>
 #include <ringgrad/core/base/error.h>
@@ -33,12 +37,18 @@ namespace kernels {
 template <class Family>
 class KernelRegistry {
  public:
-  /// Installs `impl` as the family's kernels for `kind`; a second registration for one kind is a
-  /// programming error (two files claiming one slot) and throws. Returns true, so that it can
-  /// initialise a static variable (RINGGRAD_REGISTER_KERNELS).
+  /// Installs `impl` as the family's kernels for `kind`. Returns true, so that it can initialise a
+  /// static variable (RINGGRAD_REGISTER_KERNELS). A second registration of the same class is a second
+  /// copy of the library in the process (an executable and a shared library that both link it): the
+  /// first stays. A registration of another class for the same kind is a programming error (two
+  /// files claiming one slot) and throws.
   static bool add(DeviceKind kind, const Family& impl) {
     const Family*& slot = impls_[static_cast<size_t>(kind)];
-    RINGGRAD_CHECK(slot == nullptr, Family::kName, " kernels: registered twice for the ", kind_name(kind), " backend");
+    if (slot != nullptr) {
+      RINGGRAD_CHECK(typeid(*slot) == typeid(impl), Family::kName, " kernels: registered twice for the ",
+                     kind_name(kind), " backend, by two different implementations");
+      return true;
+    }
     slot = &impl;
     return true;
   }
@@ -50,7 +60,8 @@ class KernelRegistry {
     backend_for(kind, op);
     const Family* impl = impls_[static_cast<size_t>(kind)];
     RINGGRAD_CHECK(impl != nullptr, op, ": the ", kind_name(kind), " backend has no ", Family::kName,
-                   " kernels in this build");
+                   " kernels in this build (a program must link ringgrad::ringgrad, which links the library whole, "
+                   "not the archive on its own; kernels/family.h says why)");
     return *impl;
   }
 

@@ -82,8 +82,9 @@ RINGGRAD_HOST_DEVICE inline double tanh(double x) { return ::tanh(x); }
 // libm is a call per element, which keeps the CPU's exact GELU loop scalar (15 ns an element here);
 // this is branch-free arithmetic the compiler vectorises. x is clamped to [-4, 4], outside which
 // erf(x) rounds to +-1 in float; inside, x P(x^2) / Q(x^2) with P of degree 6 and Q of degree 4 in
-// x^2 -- the minimax interpolant that XLA and Eigen (generic_fast_erf_float) use, accurate to a
-// couple of ulp.
+// x^2 -- the interpolant that XLA and Eigen (generic_fast_erf_float) use, within a few ulp (about 7
+// near |x| = 3.9, where it would also step past 1: the result is clamped to [-1, 1]). The kernel
+// emulator compiles device code on the host, so it computes this too, not CUDA's erff.
 RINGGRAD_HOST_DEVICE inline float erf(float x) {
 #ifdef __CUDA_ARCH__
   return ::erff(x);
@@ -100,7 +101,8 @@ RINGGRAD_HOST_DEVICE inline float erf(float x) {
   q = c2 * q + -1.68282697438203e-03f;
   q = c2 * q + -7.37332916720468e-03f;
   q = c2 * q + -1.42647390514189e-02f;
-  return c * p / q;
+  const float r = c * p / q;
+  return r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
 #endif
 }
 RINGGRAD_HOST_DEVICE inline double erf(double x) { return ::erf(x); }

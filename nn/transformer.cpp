@@ -67,6 +67,8 @@ void TransformerBlock::reset() {
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(options));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(c));
   mlp = register_module("mlp", std::make_shared<TransformerMLP>(options));
+  ln_1->to(options.dtype());  // LayerNorm makes float32 parameters; the block's dtype is the options'
+  ln_2->to(options.dtype());
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {

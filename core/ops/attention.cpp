@@ -84,7 +84,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   Tensor out = empty(out_shape, TensorOptions(q.dtype()).device(q.device()));
   const Tensor lse = empty({sh.batch, sh.q_len}, TensorOptions(row_term_dtype(q.dtype())).device(q.device()));
-  if (out.numel() > 0)
+  // Also when value_dim is 0 (out is empty): the backward still needs lse for dq and dk.
+  if (sh.batch * sh.q_len > 0)
     attention_of(q, op).forward(q.dtype(), qc.data(), kc.data(), vc.data(), out.data(), lse.data(), sh,
                                 ops::stream_of(q));
   if (needs_grad(std::vector<Tensor>{q, k, v})) {

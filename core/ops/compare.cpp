@@ -7,8 +7,8 @@
 //   tril / triu     y = x on and below (above) the diagonal, else 0    dx = tril(dy) / triu(dy)
 //
 // Operands of different dtypes meet in promote_types(a, b) (core/base/dtype.h), as in PyTorch; a
-// Python-style scalar takes the tensor's dtype, unless the tensor is integer and the scalar is not
-// a whole number (x_int < 0.5 compares in float64).
+// Python-style scalar takes the tensor's dtype, unless the tensor is integer and its dtype cannot hold
+// the scalar (x_int < 0.5, or mask_u8 > -1, compare in float64).
 #include <cmath>
 
 #include <ringgrad/kernels/compare.h>
@@ -24,11 +24,17 @@ const CompareKernels& compare_of(const Tensor& t, const char* op) {
   return kernels::kernels_for<CompareKernels>(t.device().kind, op);
 }
 
-// A 0-d tensor holding `value` on t's device, in t's dtype -- or in float64 when t is integer and the
-// value is not a whole number, which t's dtype would truncate.
+// Whether an integer dtype holds `value` exactly: a whole number within its range.
+bool holds(DType dt, double value) {
+  if (!std::isfinite(value) || value != std::trunc(value)) return false;
+  if (dt == DType::u8) return value >= 0 && value <= 255;
+  return value >= -9223372036854775808.0 && value < 9223372036854775808.0;  // int64
+}
+
+// A 0-d tensor holding `value` on t's device, in t's dtype -- or in float64 when t is integer and
+// its dtype cannot hold the value (0.5, -1 or 300 against uint8), which a cast would change.
 Tensor scalar_like(const Tensor& t, double value) {
-  const bool whole = std::isfinite(value) && value == std::trunc(value);
-  const DType dt = is_floating(t.dtype()) || whole ? t.dtype() : DType::f64;
+  const DType dt = is_floating(t.dtype()) || holds(t.dtype(), value) ? t.dtype() : DType::f64;
   return scalar_tensor(value, TensorOptions(dt).device(t.device()));
 }
 
@@ -148,8 +154,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   const Shape shape = broadcast_shapes(x.shape(), mask.shape(), name);
   RINGGRAD_CHECK(shape == x.shape(), name, ": expected a mask that broadcasts to x's shape ", x.shape(), ", got ",
                  mask.shape());
-  RINGGRAD_CHECK(is_floating(x.dtype()) || (std::isfinite(value) && value == std::trunc(value)), name, ": the value ",
-                 value, " cannot be stored in x's dtype ", x.dtype());
+  RINGGRAD_CHECK(is_floating(x.dtype()) || holds(x.dtype(), value), name, ": the value ", value,
+                 " cannot be stored in x's dtype ", x.dtype());
   // The value takes x's dtype, whatever it is (PyTorch casts it the same way): -inf fills float32.
   return where(mask, scalar_tensor(value, TensorOptions(x.dtype()).device(x.device())), x);
 }

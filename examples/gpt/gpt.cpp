@@ -14,7 +14,8 @@
 // measure the loss on text the model never trained on. Any text file works as --data too.
 //
 // Training is AdamW with a linear warm-up and a cosine decay of the learning rate, the gradient's
-// norm clipped: the recipe of nanoGPT, at a size for a CPU. Each step takes --batch-size random
+// norm clipped: nanoGPT's recipe at a size for a CPU, except that the weight decay applies to every
+// parameter (nanoGPT spares biases and LayerNorms). Each step takes --batch-size random
 // windows of --context + 1 bytes; the model predicts every byte from the ones before it. A line every
 // --log-every steps gives the training loss, the learning rate, tokens/s and the time left; the
 // held-out loss is measured every --eval-every steps and at the end. With --save the weights are
@@ -196,7 +197,8 @@ int main(int argc, char** argv) {
   cli::FlagParser flags("gpt", "Trains a small GPT on the bytes of a text corpus, then samples text from it.");
   flags.add_string("--data", &a.data, "a text file, or a directory whose regular files are read in name order")
       .metavar("PATH");
-  flags.add_string("--device", &a.device, "cpu, cpu:N or cuda:N").metavar("DEVICE");
+  flags.add_string("--device", &a.device, "cpu, cpu:N or cuda:N (with --ddp and a GPU: cuda:LOCAL_RANK)")
+      .metavar("DEVICE");
   flags.add_string("--dp", &a.dp, "train with DataParallel over these devices, e.g. cpu:0,cpu:1").metavar("LIST");
   flags.add_bool("--ddp", &a.ddp, "DistributedDataParallel: one process per device, started by ringrun");
   flags.add_int("--steps", &a.steps, "optimizer steps (0: no training, e.g. to sample from --load)", 0, 100000000);
@@ -235,7 +237,11 @@ int main(int argc, char** argv) {
   try {
     const std::vector<Device> dp_devices = a.dp.empty() ? std::vector<Device>{} : parse_devices(a.dp);
     ensure_cpu_devices(dp_devices);
-    const Device device = dp_devices.empty() ? Device::parse(a.device) : dp_devices[0];
+    Device device = dp_devices.empty() ? Device::parse(a.device) : dp_devices[0];
+    if (a.ddp && device.is_cuda()) {  // one process per GPU: rank r of a host on cuda:LOCAL_RANK
+      const char* local_rank = std::getenv("LOCAL_RANK");
+      device = Device::cuda(local_rank ? std::atoi(local_rank) : 0);
+    }
     std::shared_ptr<parallel::ProcessGroup> pg;
     if (a.ddp) {
       pg = parallel::init_process_group("ring");

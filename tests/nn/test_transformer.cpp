@@ -64,6 +64,8 @@ TEST_CASE("TransformerBlock: nanoGPT's parameter names, pre-LayerNorm residuals,
                                           "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"});
   CHECK(block->mlp->c_fc->weight.shape() == Shape{32, 8});
   block->to(DType::f64);
+  for (const auto& [name, p] : nn::TransformerBlock(nn::TransformerOptions(8, 2).dtype(DType::f64)).named_parameters())
+    CHECK(p.dtype() == DType::f64);  // the LayerNorms too
   // x + attn(ln_1(x)), then + mlp(ln_2(.)), against the block's own pieces.
   const Tensor x = randn({2, 3, 8}, DType::f64, 7);
   const Tensor h = x + block->attn->forward(block->ln_1->forward(x));

@@ -95,6 +95,15 @@ TEST_CASE("scaled_dot_product_attention: a causal row sees only its past, and la
   for (const float x : big.to_vector<float>()) CHECK(std::isfinite(x));
 }
 
+TEST_CASE("scaled_dot_product_attention: a value dim of 0 gives empty outputs and zero gradients", "[attention][cpu]") {
+  const Tensor q = leaf({2, 3, 4}, 30), k = leaf({2, 5, 4}, 31), v = leaf({2, 5, 0}, 32);
+  const Tensor out = scaled_dot_product_attention(q, k, v, true);
+  CHECK(out.shape() == Shape{2, 3, 0});
+  sum(out).backward();
+  for (const double g : q.grad().to_vector<double>()) CHECK(g == 0.0);
+  for (const double g : k.grad().to_vector<double>()) CHECK(g == 0.0);
+}
+
 TEST_CASE("scaled_dot_product_attention: bad shapes and dtypes are errors naming what was expected",
           "[attention][cpu]") {
   const Tensor q = randn({2, 4, 8}, DType::f32, 14);

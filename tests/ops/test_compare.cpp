@@ -56,6 +56,9 @@ TEST_CASE("comparisons: operands of different dtypes meet as PyTorch promotes th
   const Tensor ids = from_vector(std::vector<int64_t>{0, 1, 2, 3}, Shape{4});
   CHECK(bytes(lt(ids, 1.5)) == std::vector<int64_t>{1, 1, 0, 0});  // not 1.5 truncated to 1
   CHECK(bytes(eq(ids, 2.0)) == std::vector<int64_t>{0, 0, 1, 0});
+  const Tensor mask = from_vector(std::vector<int64_t>{0, 1, 1, 0}, Shape{4}).to(DType::u8);
+  CHECK(bytes(gt(mask, -1.0)) == std::vector<int64_t>{1, 1, 1, 1});   // not -1 wrapped to 255
+  CHECK(bytes(lt(mask, 300.0)) == std::vector<int64_t>{1, 1, 1, 1});  // not 300 wrapped to 44
   const Tensor half_steps = from_vector(std::vector<double>{0.5, 1.0, 2.5, 3.0}, Shape{4});
   CHECK(bytes(eq(ids.to(DType::f32), half_steps)) == std::vector<int64_t>{0, 1, 0, 1});  // float32 with float64
   CHECK(bytes(ge(ids, half_steps)) == std::vector<int64_t>{0, 1, 0, 1});                 // int64 with float64
@@ -128,6 +131,7 @@ TEST_CASE("comparison ops: bad arguments are errors naming the op and what was e
   CHECK_ERROR(masked_fill(x, ones({2, 2, 3}, DType::u8), 0.0), "masked_fill", "broadcasts to x's shape [2, 3]");
   CHECK_ERROR(lt(x, randn({4}, DType::f32, 11)), "lt", "broadcast");
   CHECK_ERROR(masked_fill(zeros({2}, DType::i64), ones({2}, DType::u8), 0.5), "masked_fill", "0.5", "int64");
+  CHECK_ERROR(masked_fill(zeros({2}, DType::u8), ones({2}, DType::u8), 256.0), "masked_fill", "256", "uint8");
   CHECK_ERROR(tril(randn({5}, DType::f32, 12)), "tril", "at least 2 dimensions", "[5]");
   CHECK_ERROR(eq(x, Tensor()), "eq", "b", "undefined");
 }

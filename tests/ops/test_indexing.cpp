@@ -162,15 +162,31 @@ namespace {
 struct UnimplementedKernels {
   static constexpr const char* kName = "unimplemented";
 };
+// Another implementation of the indexing family, to claim the CPU's slot a second time.
+struct OtherIndexing final : kernels::IndexingKernels {
+  void index_select(DType, const void*, const kernels::IndexLayout&, const int64_t*, int64_t, void*,
+                    Stream) const override {}
+  void index_add(DType, const void*, int64_t, const int64_t*, const int64_t*, void*, const kernels::IndexLayout&,
+                 Stream) const override {}
+  void gather(DType, const void*, const kernels::IndexLayout&, const int64_t*, int64_t, void*, Stream) const override {}
+  void scatter_add(DType, const void*, const int64_t*, int64_t, void*, const kernels::IndexLayout&,
+                   Stream) const override {}
+};
 }  // namespace
 
-TEST_CASE("kernel families: a family a backend does not implement, or registers twice, is an error",
+TEST_CASE("kernel families: a family a backend does not implement, or two implementations of one, is an error",
           "[indexing][cpu]") {
   CHECK_ERROR(kernels::kernels_for<UnimplementedKernels>(DeviceKind::CPU, "probe_op"), "probe_op",
               "the cpu backend has no unimplemented kernels");
+  // The same implementation again (a second copy of the library in the process) keeps the first;
+  // another implementation for the same slot is an error.
   const kernels::IndexingKernels& cpu = kernels::kernels_for<kernels::IndexingKernels>(DeviceKind::CPU, "probe_op");
-  CHECK_ERROR(kernels::KernelRegistry<kernels::IndexingKernels>::add(DeviceKind::CPU, cpu), "indexing kernels",
-              "registered twice", "cpu");
+  CHECK(kernels::KernelRegistry<kernels::IndexingKernels>::add(DeviceKind::CPU, cpu));
+  CHECK(&kernels::kernels_for<kernels::IndexingKernels>(DeviceKind::CPU, "probe_op") == &cpu);
+  const OtherIndexing other;
+  CHECK_ERROR(kernels::KernelRegistry<kernels::IndexingKernels>::add(DeviceKind::CPU, other), "indexing kernels",
+              "registered twice", "cpu", "two different implementations");
+  CHECK(&kernels::kernels_for<kernels::IndexingKernels>(DeviceKind::CPU, "probe_op") == &cpu);
 }
 
 // ---- CUDA: the same ops on cuda:0 against the CPU -------------------------------------------------------
