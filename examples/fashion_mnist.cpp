@@ -46,10 +46,13 @@
 #include <thread>
 #include <vector>
 
+#include "device_list.h"
 #include "progress.h"
 #include "tools/cli/flags.h"
 
 using namespace ringgrad;
+using examples::ensure_cpu_devices;
+using examples::parse_devices;
 
 namespace {
 
@@ -223,27 +226,6 @@ std::vector<double> max_over_ranks(const Times& mine, parallel::ProcessGroup& pg
   Tensor t = from_vector<double>(mine.row());
   pg.all_reduce(t, parallel::ReduceOp::Max)->wait();
   return t.to_vector<double>();
-}
-
-// "cpu:0,cpu:1" -> {cpu:0, cpu:1}.
-std::vector<Device> parse_devices(const std::string& list) {
-  std::vector<Device> devices;
-  size_t begin = 0;
-  while (begin <= list.size()) {
-    const size_t end = std::min(list.find(',', begin), list.size());
-    devices.push_back(Device::parse(list.substr(begin, end - begin)));
-    begin = end + 1;
-  }
-  return devices;
-}
-
-// Logical CPU devices must exist before first use: make enough for --dp unless the environment
-// already chose (RINGGRAD_CPU_DEVICES).
-void ensure_cpu_devices(const std::vector<Device>& devices) {
-  int needed = 1;
-  for (Device d : devices)
-    if (d.is_cpu()) needed = std::max(needed, d.index + 1);
-  if (needed > 1 && std::getenv("RINGGRAD_CPU_DEVICES") == nullptr) set_cpu_device_count(needed);
 }
 
 }  // namespace
