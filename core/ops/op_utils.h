@@ -31,7 +31,8 @@ inline void check_floating(const char* op, const Tensor& t, const char* arg = "x
       ": expected ", arg, " to be float32 or float64, got ", dt);
 }
 
-// b must match a's dtype and device: ringgrad never promotes or moves data behind the user's back.
+// b must match a's dtype and device: ringgrad never moves data behind the user's back, and ops that
+// promote dtypes (promote_types; an integer operand of a binary op) convert before this check.
 inline void check_same(const char* op, const Tensor& a, const Tensor& b, const char* a_name = "a",
                        const char* b_name = "b") {
   RINGGRAD_CHECK(a.dtype() == b.dtype(), op, ": expected ", b_name, " to have dtype ", a.dtype(), " (", a_name,
