@@ -100,6 +100,7 @@ class Table {
   Table(std::string id, std::vector<Column> columns) : id_(std::move(id)), columns_(std::move(columns)) {}
 
   void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  bool empty() const { return rows_.empty(); }
 
   void print(FILE* out) const {
     std::vector<std::string> names, units;

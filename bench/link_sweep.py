@@ -6,7 +6,7 @@ For each link speed B (Gbit/s; 0 = unshaped) it runs, as root (the hosts are net
 tools/on_hosts.sh),
 
     dp_vs_ddp --hosts H --devices N --link-gbit B --modes single,ddp-naive,ddp-flat,ddp-overlap,
-              ddp-bucketed,ddp-no_sync --caps CAPS --model --json DIR/link-B.json --trace DIR/traces-B
+              ddp-bucketed,ddp-no_sync --caps CAPS --scaling-model --json DIR/link-B.json --trace DIR/traces-B
     dp_vs_ddp ... --modes single,ddp-bucketed --comm-hook HOOK --json DIR/link-B-HOOK.json
 
 then prints, per link speed, each mode's step time (ms) and the share of its communication left
@@ -159,7 +159,7 @@ def main():
         tag = "%g" % g
         plain_json = os.path.join(out, "link-%s.json" % tag)
         hook_json = os.path.join(out, "link-%s-%s.json" % (tag, a.hook))
-        run(common + shaped + ["--modes", MODES, "--model", "--json", plain_json,
+        run(common + shaped + ["--modes", MODES, "--scaling-model", "--json", plain_json,
                                "--trace", os.path.join(out, "traces-" + tag)])
         run(common + shaped + ["--modes", "single,ddp-bucketed", "--comm-hook", a.hook, "--json", hook_json])
         run_info, rows = rows_of(plain_json)

@@ -26,6 +26,7 @@
 #include <math.h>  // NOLINT(modernize-deprecated-headers): see above
 
 #include <cstdint>
+#include <cstring>
 
 /// The functors run on the host and, compiled by nvcc, on the device. The kernel emulator compiles
 /// kernels/cuda/*.cu with the host compiler, where __host__ __device__ mean nothing: empty is right.
@@ -106,6 +107,45 @@ RINGGRAD_HOST_DEVICE inline float erf(float x) {
 #endif
 }
 RINGGRAD_HOST_DEVICE inline double erf(double x) { return ::erf(x); }
+
+// a * b + c, fused where the host has FMA (one instruction, one rounding); where it has not, a
+// multiply and an add -- fmaf would be a libm call per element there.
+inline float mul_add(float a, float b, float c) {
+#if defined(__FMA__)
+  return ::fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// e^x for x <= 0 (a softmax's x - max, a Gaussian's -x^2/2). On the GPU, CUDA's expf. On the host,
+// a form the compiler vectorises (libm's expf is a call per element, 2.3 ns here, against 0.5 ns):
+// x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' degree-6 polynomial, 2^n built in the exponent
+// bits. Within 1.4 ulp of e^x over [-87, 0] (checked against exp in double at 290K points); 0 below
+// -87 (float's normal range ends near -87.3); e^NaN = NaN. Positive x is outside its contract.
+RINGGRAD_HOST_DEVICE inline float exp_nonpositive(float x) {
+#ifdef __CUDA_ARCH__
+  return ::expf(x);
+#else
+  constexpr float kLowest = -87.0f;
+  const float xc = x < kLowest ? kLowest : x;
+  const float n = ::nearbyintf(xc * 1.44269504088896341f);                    // log2(e)
+  const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, xc));  // ln 2 in two parts
+  float p = 1.9875691500e-4f;
+  p = mul_add(p, r, 1.3981999507e-3f);
+  p = mul_add(p, r, 8.3334519073e-3f);
+  p = mul_add(p, r, 4.1665795894e-2f);
+  p = mul_add(p, r, 1.6666665459e-1f);
+  p = mul_add(p, r, 5.0000001201e-1f);
+  p = mul_add(p, r * r, r + 1.0f);
+  const int32_t bits = (static_cast<int32_t>(n) + 127) * (1 << 23);
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  const float y = x < kLowest ? 0.0f : p * scale;
+  return x != x ? x : y;
+#endif
+}
+RINGGRAD_HOST_DEVICE inline double exp_nonpositive(double x) { return ::exp(x); }  // float64 keeps libm's accuracy
 RINGGRAD_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
 RINGGRAD_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
 }  // namespace math
@@ -193,7 +233,7 @@ struct GeluErf {
   }
   template <typename T> RINGGRAD_HOST_DEVICE static T backward(T x, T dy, T /*alpha*/) {
     const T cdf = T(0.5) * (T(1) + math::erf(x * T(kInvSqrt2)));
-    const T pdf = T(kInvSqrt2Pi) * math::exp(T(-0.5) * x * x);
+    const T pdf = T(kInvSqrt2Pi) * math::exp_nonpositive(T(-0.5) * x * x);
     return dy * (cdf + x * pdf);
   }
 };

@@ -155,7 +155,7 @@ if [[ "$mode" == demo ]]; then
   }'
 
   stage "demo 2/2: $build_dir/bench/dp_vs_ddp (where the time goes, and why)"
-  bench_args=(--batch "$batch" --json "$out/dp_vs_ddp.json" --csv "$out/dp_vs_ddp.csv" --trace "$out/traces" --model)
+  bench_args=(--batch "$batch" --json "$out/dp_vs_ddp.json" --csv "$out/dp_vs_ddp.csv" --trace "$out/traces" --scaling-model)
   if [[ " ${targets[*]} " == *" bench_micro "* ]]; then bench_args+=(--micro); fi
   "$build_dir/bench/dp_vs_ddp" "${bench_args[@]}"
   if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then

@@ -2,16 +2,19 @@
 
     /usr/bin/python3 bench/compare/torch_dp_vs_ddp.py --layers 784,1024,1024,10 --global-batch 256 \
         --devices 2 --steps 30 --warmup 5 --lr 0.01 --caps 25 [--device cpu|cuda] [--threads-per-device 1]
+    /usr/bin/python3 bench/compare/torch_dp_vs_ddp.py --model gpt --gpt 4,256,4,64 --global-batch 16 ...
 
 Run it with Debian's interpreter (/usr/bin/python3, package python3-torch).
 
-The model is an MLP of Linear layers with a ReLU after every layer but the last; the loss is
-cross-entropy and the optimizer SGD(lr, momentum 0.9). One step is
+The model (--model) is an MLP of Linear layers with a ReLU after every layer but the last, or the GPT
+of examples/gpt (--gpt LAYERS,WIDTH,HEADS,CONTEXT; the model of examples/gpt/torch_gpt.py, with
+PyTorch's default initialisation: this script measures time, not loss). The loss is cross-entropy
+(per token for the GPT) and the optimizer SGD(lr, momentum 0.9). One step is
 
     opt.zero_grad(set_to_none=True); loss = cross_entropy(model(x), y); loss.backward(); opt.step(); loss.item()
 
 The data are synthetic and made once, before any timing: 4 global batches of randn inputs with labels
-(i * 7) % classes (i = row), used in turn. The global batch is the same in every mode, so the modes
+(i * 7) % classes (i = row), or of random byte tokens and their next tokens for the GPT, used in turn. The global batch is the same in every mode, so the modes
 divide the same work differently. Modes:
 
     torch-single  one process, torch.set_num_threads(threads-per-device), the whole global batch.
@@ -55,13 +58,26 @@ except Exception as e:  # ImportError, or a broken install raising something els
 
 BATCHES = 4       # pre-made global batches, used in turn
 MOMENTUM = 0.9
+GPT_VOCAB = 256   # bytes, as examples/gpt
 
 
 # ---------------------------------------------------------------------------------------------
 # Model, data and one training step: shared by every mode.
 # ---------------------------------------------------------------------------------------------
 
-def build_model(layers):
+def build_model(args):
+    """The model --model names: the GPT of examples/gpt, or an MLP (below)."""
+    if args.model == "gpt":
+        # examples/gpt/torch_gpt.py builds the same GPT for its checkpoint test: one definition.
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
+                                        "examples", "gpt"))
+        import torch_gpt
+        layers, width, heads, context = args.gpt
+        return torch_gpt.build_model(torch, layers, width, heads, context, GPT_VOCAB)
+    return build_mlp(args.layers)
+
+
+def build_mlp(layers):
     """Linear layers of the given widths, a ReLU after each but the last (the logits)."""
     modules = []
     for n, (fan_in, fan_out) in enumerate(zip(layers, layers[1:])):
@@ -71,9 +87,15 @@ def build_model(layers):
     return torch.nn.Sequential(*modules)
 
 
-def make_global_batches(layers, global_batch):
+def make_global_batches(args):
     """BATCHES (inputs, labels) pairs on the CPU; every mode and rank makes the same ones (same seed)."""
     g = torch.Generator().manual_seed(1234)
+    global_batch = args.global_batch
+    if args.model == "gpt":
+        context = args.gpt[3]
+        streams = [torch.randint(0, GPT_VOCAB, (global_batch, context + 1), generator=g) for _ in range(BATCHES)]
+        return [(s[:, :-1].contiguous(), s[:, 1:].contiguous()) for s in streams]
+    layers = args.layers
     classes = layers[-1]
     labels = torch.tensor([(i * 7) % classes for i in range(global_batch)], dtype=torch.int64)
     return [(torch.randn(global_batch, layers[0], generator=g), labels.clone()) for _ in range(BATCHES)]
@@ -113,7 +135,8 @@ def make_step(model, lr):
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        logits = model(x)  # [B, classes], or the GPT's [B, T, vocab] against [B, T] next tokens
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
         loss.item()  # a real training loop reads the loss; on a GPU this also waits for the step
@@ -137,8 +160,8 @@ def run_single(args):
     """torch-single: one process (one GPU, or threads-per-device CPU threads), the whole batch."""
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     torch.manual_seed(0)
-    model = build_model(args.layers).to(device)
-    batches = [(x.to(device), y.to(device)) for x, y in make_global_batches(args.layers, args.global_batch)]
+    model = build_model(args).to(device)
+    batches = [(x.to(device), y.to(device)) for x, y in make_global_batches(args)]
     times = time_steps(make_step(model, args.lr), batches, args.warmup, args.steps, args.device == "cuda")
     emit("torch-single", 1, None, times)
 
@@ -146,9 +169,9 @@ def run_single(args):
 def run_dp(args):
     """torch-dp: one process drives --devices GPUs with torch.nn.DataParallel."""
     torch.manual_seed(0)
-    model = torch.nn.DataParallel(build_model(args.layers).to("cuda:0"), device_ids=list(range(args.devices)))
+    model = torch.nn.DataParallel(build_model(args).to("cuda:0"), device_ids=list(range(args.devices)))
     # DataParallel scatters the batch from cuda:0 itself, so the inputs live there.
-    batches = [(x.to("cuda:0"), y.to("cuda:0")) for x, y in make_global_batches(args.layers, args.global_batch)]
+    batches = [(x.to("cuda:0"), y.to("cuda:0")) for x, y in make_global_batches(args)]
     times = time_steps(make_step(model, args.lr), batches, args.warmup, args.steps, True)
     emit("torch-dp", args.devices, None, times)
 
@@ -167,11 +190,11 @@ def ddp_rank_main(rank, args, port):
     # Rank r trains on rows r*b .. (r+1)*b-1 of each global batch: its contiguous slice, as in dp_vs_ddp.
     b = args.global_batch // args.devices
     batches = [(x[rank * b:(rank + 1) * b].to(device), y[rank * b:(rank + 1) * b].to(device))
-               for x, y in make_global_batches(args.layers, args.global_batch)]
+               for x, y in make_global_batches(args)]
 
     for cap in args.caps:
         torch.manual_seed(0)  # the same start for every cap (DDP broadcasts rank 0's weights anyway)
-        model = build_model(args.layers).to(device)
+        model = build_model(args).to(device)
         ddp = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[rank] if cuda else None, bucket_cap_mb=cap)
         dist.barrier()  # all ranks start timing together
@@ -209,7 +232,9 @@ def parse_args():
         return [int(float(v)) if float(v).is_integer() else float(v) for v in text.split(",") if v]
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["mlp", "gpt"], default="mlp")
     parser.add_argument("--layers", type=int_list, default=[784, 1024, 1024, 10], help="layer widths, e.g. 784,1024,1024,10")
+    parser.add_argument("--gpt", type=int_list, default=[4, 256, 4, 64], help="with --model gpt: LAYERS,WIDTH,HEADS,CONTEXT")
     parser.add_argument("--global-batch", type=int, default=256)
     parser.add_argument("--devices", type=int, default=2, help="DDP processes / DataParallel GPUs")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per mode")
@@ -221,6 +246,8 @@ def parse_args():
     args = parser.parse_args()
     if len(args.layers) < 2:
         parser.error("--layers needs at least two widths")
+    if len(args.gpt) != 4 or min(args.gpt) < 1 or args.gpt[1] % args.gpt[2] != 0:
+        parser.error("--gpt expects LAYERS,WIDTH,HEADS,CONTEXT, positive, HEADS dividing WIDTH")
     if args.devices < 1 or args.global_batch % args.devices != 0:
         parser.error("--global-batch %d must split evenly over --devices %d" % (args.global_batch, args.devices))
     if args.steps < 1 or args.warmup < 0 or args.threads_per_device < 1:
@@ -237,9 +264,10 @@ def main():
         print("# error: --device cuda --devices %d, but torch sees %d GPU(s)" % (args.devices, torch.cuda.device_count()))
         return 2
 
-    print("# torch %s  python %s  device=%s  devices=%d  threads-per-device=%d  layers=%s  global-batch=%d"
+    model = "gpt=" + ",".join(map(str, args.gpt)) if args.model == "gpt" else "layers=" + ",".join(map(str, args.layers))
+    print("# torch %s  python %s  device=%s  devices=%d  threads-per-device=%d  %s  global-batch=%d"
           % (torch.__version__, sys.executable, args.device, args.devices, args.threads_per_device,
-             ",".join(map(str, args.layers)), args.global_batch), flush=True)
+             model, args.global_batch), flush=True)
     for line in torch_common.blas_report():  # which BLAS core PyTorch's GEMMs ran on, and why
         print("# " + line, flush=True)
     torch.set_num_threads(args.threads_per_device)

@@ -36,25 +36,26 @@ std::vector<double> reduce_over_ranks(parallel::ProcessGroup& pg, const std::vec
 }
 
 // One rank's part of one variant: times the steps, and returns what rank 0 reports.
+template <typename Model>
 ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_ptr<parallel::ProcessGroup>& group,
                        const Data& data, Device device, Trace& trace, std::vector<double>& final_params) {
   parallel::ProcessGroup& pg = *group;
   const int rank = pg.rank(), n = pg.size();
   reset_peak_memory(device);
-  auto model = make_model(o, device);
-  parallel::DistributedDataParallel<nn::MLP> ddp(model, group, v.options);
+  auto model = make_model<Model>(o, device);
+  parallel::DistributedDataParallel<Model> ddp(model, group, v.options);
   nn::optim::SGD opt(ddp.parameters(), nn::optim::SGDOptions(o.lr).momentum(0.9));
   const std::vector<std::string> keys = {"forward", "backward", "comm", "exposed_comm", "copy_back", "optimizer"};
   std::map<std::string, std::vector<double>> parts;
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, bucket_mb;
   pg.barrier()->wait();
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     const size_t k = static_cast<size_t>(s) % data.x.size();
     const auto t0 = Clock::now();
     opt.zero_grad();
-    std::optional<parallel::DistributedDataParallel<nn::MLP>::NoSync> no_sync;
+    std::optional<typename parallel::DistributedDataParallel<Model>::NoSync> no_sync;
     if (!v.sync) no_sync.emplace(ddp.no_sync());
-    const Tensor loss = cross_entropy(ddp(data.x[k]), data.y[k]);
+    const Tensor loss = loss_of(ddp(data.x[k]), data.y[k]);
     sync(device);
     const auto t1 = Clock::now();
     loss.backward();  // returns once the gradients are averaged (or, in no_sync, accumulated)
@@ -80,7 +81,11 @@ ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_
     }
     const parallel::DDPTimings t = ddp.timings();
     double comm_ms = 0;  // the all-reduces run one after another on the communication thread
-    for (const parallel::BucketTiming& b : t.buckets) comm_ms += ms(b.comm_end - b.comm_start);
+    bucket_mb.clear();   // the last step's buckets, in the order they were launched
+    for (const parallel::BucketTiming& b : t.buckets) {
+      comm_ms += ms(b.comm_end - b.comm_start);
+      bucket_mb.push_back(static_cast<double>(b.bytes) / (1 << 20));
+    }
     parts["forward"].push_back(ms(t1 - t0));           // zero_grad + forward + loss, as in every mode
     parts["backward"].push_back(t.backward_us / 1e3);  // compute only: without the wait and copy back
     parts["comm"].push_back(comm_ms);
@@ -104,6 +109,8 @@ ModeResult run_variant(const Options& o, const DdpVariant& v, const std::shared_
   r.id = v.id();
   r.devices = n;
   r.cap_mb = v.cap_mb;
+  r.first_cap_mb = v.mode == "ddp-bucketed" ? v.options.first_bucket_cap_mb() : NAN;
+  r.bucket_mb = bucket_mb;
   r.step_ms = reduce_over_ranks(pg, step_ms, device, parallel::ReduceOp::Max);
   for (const std::string& key : keys) {
     // Each step's component averaged over the ranks, then the median over the steps.
@@ -172,7 +179,9 @@ int run_ddp_rank(const Options& o) {
     trace.name_thread(rank, 0, "main thread + backward");
     trace.name_thread(rank, 1, "communication thread (" + backend + ")");
     std::vector<double> params;
-    const ModeResult r = run_variant(o, v, pg, data, device, trace, params);
+    const ModeResult r = with_model(o, [&](auto type) {
+      return run_variant<typename decltype(type)::type>(o, v, pg, data, device, trace, params);
+    });
     if (!o.trace_dir.empty()) {
       std::ofstream events(result_side_file(result_file, "trace." + v.id() + "." + std::to_string(rank)));
       events << trace.events().dump();
@@ -185,7 +194,7 @@ int run_ddp_rank(const Options& o) {
   }
   if (o.scaling_model) {
     int64_t param_bytes = 0;
-    for (const Tensor& p : make_model(o, device)->parameters()) param_bytes += p.numel() * p.element_size();
+    for (int64_t b : parameter_bytes(o)) param_bytes += b;
     // Two sizes: 4 KB (latency-bound) and the gradients' size, at least 4 MiB (bandwidth-bound).
     const int64_t large_bytes = std::max<int64_t>(param_bytes, int64_t{4} << 20);
     const double small_us = time_allreduce_us(*pg, 4096, device);

@@ -1,11 +1,13 @@
 // bench/dp_vs_ddp/main.cpp: how do DataParallel and DistributedDataParallel compare, and why?
 //
 //   ./build/bench/dp_vs_ddp                                  # 2 logical CPU devices, all modes
-//   ./build/bench/dp_vs_ddp --json r.json --csv r.csv --trace traces --model
+//   ./build/bench/dp_vs_ddp --json r.json --csv r.csv --trace traces --scaling-model
+//   ./build/bench/dp_vs_ddp --model gpt --caps 0.25,1,4,25   # the bucket-size trade-off
 //   ./build/bench/dp_vs_ddp --device cuda --devices 8 --layers 1024,4096,4096,1024 --batch 2048
 //   /usr/bin/python3 bench/plot.py r.json --trace traces/ddp-bucketed-25MB.trace.json
 //
-// One model (an MLP), one global batch, the same steps, in these modes on N devices:
+// One model (an MLP, or with --model gpt a GPT-2-style decoder), one global batch, the same steps, in
+// these modes on N devices:
 //   single         one device, the whole batch: the baseline (speed-up 1, the reference parameters)
 //   dp             DataParallel: one process scatters the batch, replicates the model, runs the
 //                  replicas in parallel, gathers the outputs, reduces the gradients onto device 0
@@ -46,8 +48,11 @@ Options parse(int argc, char** argv) {
   Options o;
   int depth = 0, width = 0;
   ringgrad::cli::FlagParser flags("dp_vs_ddp",
-                                  "DataParallel against DistributedDataParallel on one MLP and one global batch, with "
-                                  "breakdowns, traces and a scaling model.");
+                                  "DataParallel against DistributedDataParallel on one model (an MLP or a GPT) and one "
+                                  "global batch, with breakdowns, traces and a scaling model.");
+  flags.add_choice("--model", &o.model, {"mlp", "gpt"},
+                   "mlp: nn::MLP (--layers); gpt: examples/gpt's decoder over bytes (--gpt-layers, --gpt-width, "
+                   "--gpt-heads, --context), whose many parameters of many sizes make bucketing matter");
   flags.add_choice("--device", &o.device, {"cpu", "cuda"}, "logical CPU devices or GPUs");
   flags.add_int("--devices", &o.devices, "devices for dp, and processes for ddp", 1, 1024);
   flags.add_choice("--backend", &o.backend, {"auto", "ring", "gloo", "nccl"},
@@ -64,7 +69,12 @@ Options parse(int argc, char** argv) {
   flags.add_int("--depth", &depth, "instead of --layers: 784, D hidden layers of --width, 10", 1, 1000)
       .default_text("none");
   flags.add_int("--width", &width, "the hidden layers' size with --depth", 1, 1 << 20).default_text("none");
-  flags.add_int("--batch", &o.batch, "global batch; must divide by --devices", 1, 1 << 24);
+  flags.add_int("--gpt-layers", &o.gpt.layers, "with --model gpt: transformer blocks", 1, 1000);
+  flags.add_int("--gpt-width", &o.gpt.width, "with --model gpt: the model's width", 1, 1 << 16);
+  flags.add_int("--gpt-heads", &o.gpt.heads, "with --model gpt: attention heads; must divide --gpt-width", 1, 1 << 16);
+  flags.add_int("--context", &o.gpt.context, "with --model gpt: tokens per sequence", 1, 1 << 16);
+  flags.add_int("--batch", &o.batch, "global batch (gpt: sequences); must divide by --devices", 1, 1 << 24)
+      .default_text("256 (mlp), 16 (gpt)");
   flags.add_int("--steps", &o.steps, "timed steps per mode", 1, 1000000);
   flags.add_int("--warmup", &o.warmup, "untimed steps before them", 0, 1000000);
   flags.add_double("--lr", &o.lr, "SGD learning rate, with momentum 0.9", 0.0, 1e3);
@@ -88,13 +98,17 @@ Options parse(int argc, char** argv) {
         for (const std::string& m : o.modes) list += (list.empty() ? "" : ",") + m;
         return list;
       });
-  flags.add_list("--caps", &o.caps, "bucket caps (MB) that ddp-bucketed sweeps", 0.0, 1e6);
+  flags.add_list("--caps", &o.caps, "bucket caps (MB) that ddp-bucketed sweeps", 0.0, 1e6)
+      .default_text("1,5,25,100 (mlp), 0.25,1,4,25 (gpt)");
+  flags.add_double("--first-cap", &o.first_cap, "ddp-bucketed's first bucket cap (MB)", 0.0, 1e6)
+      .default_text("PyTorch's: 1, or the cap when smaller");
   flags.add_choice("--data", &o.data, {"synthetic", "fashion-mnist"}, "random inputs, or Fashion-MNIST's images");
   flags.add_double("--tolerance", &o.tolerance, "largest |parameter - single's| counted as correct", 0.0, 1e6);
   flags.add_string("--json", &o.json, "write the results as JSON").metavar("FILE");
   flags.add_string("--csv", &o.csv, "write the results as CSV").metavar("FILE");
   flags.add_string("--trace", &o.trace_dir, "a Chrome/Perfetto trace per mode: DIR/<mode>.trace.json").metavar("DIR");
-  flags.add_bool("--model", &o.scaling_model, "the alpha-beta scaling model: calibrate, validate, extrapolate to 1024");
+  flags.add_bool("--scaling-model", &o.scaling_model,
+                 "the alpha-beta scaling model: calibrate, validate, extrapolate to 1024");
   flags.add_bool("--micro", &o.micro, "also run bench_micro, the Google Benchmark programs, into the JSON");
   bool no_torch = false;
   flags.add_bool("--no-torch", &no_torch, "skip PyTorch's rows, from bench/compare/torch_dp_vs_ddp.py");
@@ -109,6 +123,22 @@ Options parse(int argc, char** argv) {
     flags.exit_with_usage(why);
   o.torch = !no_torch;
 
+  if (o.model == "gpt") {
+    for (const char* flag : {"--layers", "--depth", "--width"})
+      if (flags.was_set(flag))
+        flags.exit_with_usage(std::string(flag) + " sizes the MLP, got it with --model gpt; use --gpt-layers, " +
+                              "--gpt-width, --gpt-heads and --context");
+    if (o.data != "synthetic")
+      flags.exit_with_usage("--data " + o.data + " is images for the MLP, got it with --model gpt (random bytes)");
+    if (o.gpt.width % o.gpt.heads != 0)
+      flags.exit_with_usage("--gpt-heads must divide --gpt-width, got --gpt-width " + std::to_string(o.gpt.width) +
+                            " and --gpt-heads " + std::to_string(o.gpt.heads));
+    if (!flags.was_set("--batch")) o.batch = 16;
+    if (!flags.was_set("--caps")) o.caps = {0.25, 1, 4, 25};
+  } else {
+    for (const char* flag : {"--gpt-layers", "--gpt-width", "--gpt-heads", "--context"})
+      if (flags.was_set(flag)) flags.exit_with_usage(std::string(flag) + " sizes the GPT: it needs --model gpt");
+  }
   if (flags.was_set("--depth") != flags.was_set("--width"))
     flags.exit_with_usage("--depth and --width go together, got only " +
                           std::string(flags.was_set("--depth") ? "--depth" : "--width"));
@@ -213,15 +243,19 @@ void run_torch(Run& run) {
   const Options& o = run.options;
   std::string layers, caps;
   for (int64_t l : o.layers) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+  const std::string model = o.model == "gpt" ? " --model gpt --gpt " + std::to_string(o.gpt.layers) + "," +
+                                                   std::to_string(o.gpt.width) + "," + std::to_string(o.gpt.heads) +
+                                                   "," + std::to_string(o.gpt.context)
+                                             : " --layers " + layers;
   const ModeResult* ref = nullptr;
   for (const ModeResult& r : run.modes) ref = r.mode == "ddp-bucketed" && (!ref || r.cap_mb == 25) ? &r : ref;
   caps = fmt(ref ? ref->cap_mb : 25.0, 6);
   const std::string cmd = "timeout 900 " + shell_quote(o.python) + " " +
-                          shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/compare/torch_dp_vs_ddp.py") + " --layers " +
-                          layers + " --global-batch " + std::to_string(o.batch) + " --devices " +
-                          std::to_string(o.devices) + " --steps " + std::to_string(o.steps) + " --warmup " +
-                          std::to_string(o.warmup) + " --lr " + fmt(o.lr, 17) + " --caps " + caps + " --device " +
-                          o.device + " --threads-per-device " + std::to_string(o.threads_per_device()) + " 2>/dev/null";
+                          shell_quote(std::string(RINGGRAD_BENCH_DIR) + "/compare/torch_dp_vs_ddp.py") + model +
+                          " --global-batch " + std::to_string(o.batch) + " --devices " + std::to_string(o.devices) +
+                          " --steps " + std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --lr " +
+                          fmt(o.lr, 17) + " --caps " + caps + " --device " + o.device + " --threads-per-device " +
+                          std::to_string(o.threads_per_device()) + " 2>/dev/null";
   std::printf("# pytorch: %s\n", cmd.c_str());
   std::fflush(stdout);
   std::string text;
@@ -278,8 +312,7 @@ int run_parent(const Options& o, int argc, char** argv) {
   Run run;
   run.options = o;
   const Data data = make_data(o);
-  for (const Tensor& p : make_model(o, Device::cpu())->parameters())
-    run.param_bytes.push_back(p.numel() * p.element_size());
+  run.param_bytes = parameter_bytes(o);
 
   std::optional<Trace> trace;
   auto start_trace = [&]() -> Trace* { return o.trace_dir.empty() ? nullptr : &trace.emplace(); };

@@ -17,8 +17,10 @@ struct ModeResult {
   std::string id;                   // unique per row: mode, or "ddp-bucketed-25MB"
   std::string source = "ringgrad";  // or "pytorch"
   int devices = 1;
-  double cap_mb = NAN;          // ddp-bucketed's bucket_cap_mb
-  std::vector<double> step_ms;  // one per timed step; DDP: the slowest rank's
+  double cap_mb = NAN;            // ddp-bucketed's bucket_cap_mb
+  double first_cap_mb = NAN;      // and its first_bucket_cap_mb
+  std::vector<double> bucket_mb;  // DDP: the buckets of the last timed step, in launch order (MB)
+  std::vector<double> step_ms;    // one per timed step; DDP: the slowest rank's
   // Medians over the timed steps (DDP: averaged over ranks). Keys by family:
   //   single: forward, backward, optimizer
   //   dp:     scatter, replicate, apply, gather, backward, reduce (inside backward), optimizer
@@ -52,6 +54,8 @@ inline nlohmann::json to_wire(const ModeResult& r) {
           {"source", r.source},
           {"devices", r.devices},
           {"cap_mb", number_or_null(r.cap_mb)},
+          {"first_cap_mb", number_or_null(r.first_cap_mb)},
+          {"bucket_mb", r.bucket_mb},
           {"step_ms", r.step_ms},
           {"breakdown_ms", r.breakdown_ms},
           {"peak_memory_mb", r.peak_memory_mb},
@@ -67,6 +71,8 @@ inline ModeResult from_wire(const nlohmann::json& j) {
   r.source = j.value("source", "ringgrad");
   r.devices = j.value("devices", 1);
   r.cap_mb = j.contains("cap_mb") && j["cap_mb"].is_number() ? j["cap_mb"].get<double>() : NAN;
+  r.first_cap_mb = j.contains("first_cap_mb") && j["first_cap_mb"].is_number() ? j["first_cap_mb"].get<double>() : NAN;
+  if (j.contains("bucket_mb")) r.bucket_mb = j["bucket_mb"].get<std::vector<double>>();
   r.step_ms = j.at("step_ms").get<std::vector<double>>();
   if (j.contains("breakdown_ms") && j["breakdown_ms"].is_object())
     r.breakdown_ms = j["breakdown_ms"].get<std::map<std::string, double>>();

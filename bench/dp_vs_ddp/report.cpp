@@ -134,6 +134,31 @@ Table breakdown_table(const Run& run) {
   return t;
 }
 
+// The bucket-size trade-off, one row per DDP variant that communicated: how its gradients were cut
+// into buckets (the caps, how many buckets, the first and the largest) and what that cost. Small
+// buckets start communicating early but pay a latency (and a launch) per bucket; large ones pay
+// little per byte but leave their all-reduce until late in backward, where it cannot be hidden.
+Table bucket_table(const Run& run) {
+  Table t("buckets", {{"mode", "", 20, true},
+                      {"cap", "MB", 6},
+                      {"first cap", "MB", 9},
+                      {"buckets", "", 7},
+                      {"first", "MB", 6},
+                      {"largest", "MB", 7},
+                      {"comm", "ms", 6},
+                      {"exposed", "ms", 7},
+                      {"step", "ms", 7}});
+  for (const ModeResult& r : run.modes) {
+    if (r.bucket_mb.empty()) continue;
+    double largest = 0;
+    for (double mb : r.bucket_mb) largest = std::max(largest, mb);
+    t.add_row({r.id, fmt(r.cap_mb, 2), fmt(r.first_cap_mb, 2), std::to_string(r.bucket_mb.size()),
+               fmt(r.bucket_mb.front(), 2), fmt(largest, 2), fmt(r.breakdown("comm"), 2),
+               fmt(r.breakdown("exposed_comm"), 2), fmt(r.step().median, 2)});
+  }
+  return t;
+}
+
 // The goals DDP is built for, each as one line a reader can judge without knowing the project:
 // what should hold, what this run measured, and whether it held.
 void print_targets(const Run& run) {
@@ -194,8 +219,8 @@ ModelOutput scaling_model(const Run& run) {
   c.backward_ms = compute.breakdown("backward");
   c.optimizer_ms = compute.breakdown("optimizer");
   c.param_bytes = run.param_bytes;
-  c.input_bytes_per_sample = o.layers.front() * 4;
-  c.output_bytes_per_sample = o.layers.back() * 4;
+  c.input_bytes_per_sample = o.input_bytes_per_sample();
+  c.output_bytes_per_sample = o.output_bytes_per_sample();
   const auto& ar = run.allreduce;
   const int n = ar.at("ranks");
   if (n < 2) {
@@ -224,7 +249,7 @@ ModelOutput scaling_model(const Run& run) {
   // Validation: every measured ringgrad mode at its N against the model's prediction.
   Table check(
       "model_check",
-      {{"mode", "", 18, true}, {"devices", "", 7}, {"measured", "ms", 8}, {"predicted", "ms", 9}, {"error", "%", 6}});
+      {{"mode", "", 20, true}, {"devices", "", 7}, {"measured", "ms", 8}, {"predicted", "ms", 9}, {"error", "%", 6}});
   nlohmann::json validation = nlohmann::json::array();
   for (const ModeResult& r : run.modes) {
     if (r.source != "ringgrad" || r.mode == "single" || r.mode == "ddp-no_sync") continue;
@@ -307,6 +332,8 @@ nlohmann::json mode_json(const Run& run, const ModeResult& r) {
       {"source", r.source},
       {"devices", r.devices},
       {"bucket_cap_mb", number_or_null(r.cap_mb)},
+      {"first_bucket_cap_mb", number_or_null(r.first_cap_mb)},
+      {"bucket_mb", r.bucket_mb},
       {"step_ms", {{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}}},
       {"steps_ms", r.step_ms},
       {"samples_per_s", run.options.batch / s.median * 1e3},
@@ -378,6 +405,13 @@ int report(const Run& run) {
       "#\n# where each mode's step goes (medians over the timed steps; DP's reduce runs inside its backward, "
       "DDP's comm alongside its backward)\n");
   breakdown_table(run).print(stdout);
+  const Table buckets = bucket_table(run);
+  if (!buckets.empty()) {
+    std::printf(
+        "#\n# how each DDP mode cut the gradients into buckets (the last timed step; first = the bucket launched "
+        "first, the last layers') and what its communication cost\n");
+    buckets.print(stdout);
+  }
   std::printf("#\n");
   for (const std::string& note : run.notes) std::printf("# %s\n", note.c_str());
   print_targets(run);
@@ -398,7 +432,14 @@ int report(const Run& run) {
                             {"hosts", o.hosts},
                             {"link_gbit", o.link_gbit},
                             {"model", o.model_name()},
-                            {"layers", o.layers},
+                            {"model_kind", o.model},
+                            {"layers", o.model == "mlp" ? nlohmann::json(o.layers) : nlohmann::json(nullptr)},
+                            {"gpt", o.model == "gpt" ? nlohmann::json{{"layers", o.gpt.layers},
+                                                                      {"width", o.gpt.width},
+                                                                      {"heads", o.gpt.heads},
+                                                                      {"context", o.gpt.context},
+                                                                      {"vocab", o.gpt.vocab}}
+                                                     : nlohmann::json(nullptr)},
                             {"global_batch", o.batch},
                             {"warmup", o.warmup},
                             {"steps", o.steps},

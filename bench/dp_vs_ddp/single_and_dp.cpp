@@ -28,13 +28,12 @@ std::map<std::string, double> medians(const std::map<std::string, std::vector<do
 
 bool traced_step(const Options& o, int s) { return s >= o.warmup + o.steps - o.trace_steps; }
 
-}  // namespace
-
-ModeResult run_single(const Options& o, const Data& global, std::vector<double>& final_params, Trace* trace) {
+template <typename Model>
+ModeResult single_with(const Options& o, const Data& global, std::vector<double>& final_params, Trace* trace) {
   const Device device = o.device_at(0);
   const Data data = shard(global, 0, 1, device);
   reset_peak_memory(device);
-  auto model = make_model(o, device);
+  auto model = make_model<Model>(o, device);
   nn::optim::SGD opt(model->parameters(), nn::optim::SGDOptions(o.lr).momentum(0.9));
   ModeResult r;
   r.mode = r.id = "single";
@@ -48,7 +47,7 @@ ModeResult run_single(const Options& o, const Data& global, std::vector<double>&
     const size_t k = static_cast<size_t>(s) % data.x.size();
     const auto t0 = Clock::now();
     opt.zero_grad();
-    const Tensor loss = cross_entropy(model->forward(data.x[k]), data.y[k]);
+    const Tensor loss = loss_of(model->forward(data.x[k]), data.y[k]);
     sync(device);
     const auto t1 = Clock::now();
     loss.backward();
@@ -75,15 +74,16 @@ ModeResult run_single(const Options& o, const Data& global, std::vector<double>&
   return r;
 }
 
-ModeResult run_dp(const Options& o, const Data& global, std::vector<double>& final_params, Trace* trace) {
+template <typename Model>
+ModeResult dp_with(const Options& o, const Data& global, std::vector<double>& final_params, Trace* trace) {
   const int available = o.device == "cuda" ? cuda_device_count() : cpu_device_count();
   const int n = std::min(o.devices, available);
   std::vector<Device> devices;
   for (int i = 0; i < n; ++i) devices.push_back(o.device_at(i));
   const Data data = shard(global, 0, 1, devices[0]);  // the batch starts on device 0, as in PyTorch
   for (Device d : devices) reset_peak_memory(d);
-  auto model = make_model(o, devices[0]);
-  parallel::DataParallel<nn::MLP> dp(model, devices);
+  auto model = make_model<Model>(o, devices[0]);
+  parallel::DataParallel<Model> dp(model, devices);
   nn::optim::SGD opt(dp.parameters(), nn::optim::SGDOptions(o.lr).momentum(0.9));
   ModeResult r;
   r.mode = r.id = "dp";
@@ -102,7 +102,7 @@ ModeResult run_dp(const Options& o, const Data& global, std::vector<double>& fin
     const size_t k = static_cast<size_t>(s) % data.x.size();
     const auto t0 = Clock::now();
     opt.zero_grad();
-    const Tensor loss = cross_entropy(dp(data.x[k]), data.y[k]);
+    const Tensor loss = loss_of(dp(data.x[k]), data.y[k]);
     sync(devices[0]);
     const auto t1 = Clock::now();
     loss.backward();
@@ -150,6 +150,17 @@ ModeResult run_dp(const Options& o, const Data& global, std::vector<double>& fin
   for (Device d : devices) r.peak_memory_mb.push_back(peak_memory_mb(d));
   final_params = flat_parameters(model->parameters());
   return r;
+}
+
+}  // namespace
+
+ModeResult run_single(const Options& o, const Data& data, std::vector<double>& final_params, Trace* trace) {
+  return with_model(
+      o, [&](auto type) { return single_with<typename decltype(type)::type>(o, data, final_params, trace); });
+}
+
+ModeResult run_dp(const Options& o, const Data& data, std::vector<double>& final_params, Trace* trace) {
+  return with_model(o, [&](auto type) { return dp_with<typename decltype(type)::type>(o, data, final_params, trace); });
 }
 
 Link measure_copy_link(const Options& o, int64_t large_bytes) {

@@ -1,8 +1,15 @@
 // bench/dp_vs_ddp/workload.h: what every mode of dp_vs_ddp shares -- the options, the model, the
 // data, the modes themselves, and the statistics of a list of step times.
 //
+// Two models (--model):
+//   mlp  nn::MLP: few, large parameter tensors (6 for 784-1024-1024-10). Its gradients are ready in
+//        two or three lumps, so every bucket size gives about the same step.
+//   gpt  examples/gpt's GPT-2-style decoder: 4 + 12 x layers tensors of very different sizes (a
+//        LayerNorm's 1 KB beside an MLP weight's MBs), ready one block at a time from the last block
+//        to the first: the workload where bucket size, gradient order and overlap matter.
+//
 // Fairness rules, so the modes differ only in how they parallelise:
-//   * the same model (MLP, initialised from manual_seed(0)), the same global batch of the same data,
+//   * the same model (initialised from manual_seed(0)), the same global batch of the same data,
 //     the same optimizer (SGD, momentum 0.9) and the same number of steps in every mode;
 //   * a "device" is a GPU, or on the CPU one logical device with its share of the cores
 //     (cores / devices threads): `single` uses one share, DP and DDP use `devices` shares;
@@ -17,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "examples/gpt/model.h"
 
 namespace bench {
 
@@ -33,15 +42,21 @@ struct Options {
   // namespaces, N/H ranks each) whose links run at link_gbit Gbit/s (0: unshaped).
   int hosts = 1;
   double link_gbit = 0;
-  std::vector<int64_t> layers = {784, 1024, 1024, 10};
-  int64_t batch = 256;  // global batch: single takes all of it, DP scatters it, each DDP rank takes 1/N
+  std::string model = "mlp";                            // or "gpt"
+  std::vector<int64_t> layers = {784, 1024, 1024, 10};  // --model mlp
+  gpt::Config gpt = default_gpt();                      // --model gpt
+  // Global batch (MLP: samples; GPT: sequences of gpt.context tokens): single takes all of it, DP
+  // scatters it, each DDP rank takes 1/N.
+  int64_t batch = 256;
   int warmup = 5, steps = 50;
   double lr = 0.01;
   std::vector<std::string> modes = {"single",      "dp",           "ddp-naive",  "ddp-flat",
                                     "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
   std::vector<double> caps = {1, 5, 25, 100};  // ddp-bucketed's bucket_cap_mb sweep ("MB" as PyTorch says; 2^20 bytes)
-  std::string data = "synthetic";              // or "fashion-mnist" (the real images)
-  double tolerance = 1e-4;                     // correct: max |parameter - single's| after the run is at most this
+  // The first bucket's cap: PyTorch's 1 MB, or the cap when that is smaller. NAN: that default.
+  double first_cap = NAN;
+  std::string data = "synthetic";  // or "fashion-mnist" (the real images)
+  double tolerance = 1e-4;         // correct: max |parameter - single's| after the run is at most this
   std::string json, csv, trace_dir;
   int trace_steps = 3;  // the last this many timed steps go into each trace
   bool scaling_model = false, torch = true, micro = false;
@@ -62,9 +77,27 @@ struct Options {
     return std::to_string(hosts) + " hosts, " + (link_gbit > 0 ? std::string(speed) : "unshaped") + " links";
   }
   std::string model_name() const {
+    if (model == "gpt")
+      return "GPT " + std::to_string(gpt.layers) + " layers, width " + std::to_string(gpt.width) + ", " +
+             std::to_string(gpt.heads) + " heads, context " + std::to_string(gpt.context);
     std::string name = "MLP";
     for (size_t i = 0; i < layers.size(); ++i) name += (i ? "-" : " ") + std::to_string(layers[i]);
     return name;
+  }
+  // What one sample brings in and what comes out per sample (DP scatters one, gathers the other).
+  int64_t input_bytes_per_sample() const { return model == "gpt" ? gpt.context * 8 : layers.front() * 4; }
+  int64_t output_bytes_per_sample() const { return model == "gpt" ? gpt.context * gpt.vocab * 4 : layers.back() * 4; }
+  // A ddp-bucketed row's first-bucket cap.
+  double first_cap_for(double cap) const { return std::isnan(first_cap) ? std::min(1.0, cap) : first_cap; }
+
+  // The GPT of the demo: the largest the demo's time allows on two cores (docs/benchmarks.md).
+  static gpt::Config default_gpt() {
+    gpt::Config c;
+    c.layers = 4;
+    c.width = 256;
+    c.heads = 4;
+    c.context = 64;
+    return c;
   }
 };
 
@@ -104,7 +137,7 @@ inline std::vector<DdpVariant> ddp_variants(const Options& o) {
     if (mode == "ddp-bucketed")
       for (double cap : o.caps)  // PyTorch's defaults: the first bucket 1 MB, the rest `cap`
         out.push_back(
-            {mode, cap, DDPOptions().bucket_cap_mb(cap).first_bucket_cap_mb(std::min(1.0, cap)).overlap(true)});
+            {mode, cap, DDPOptions().bucket_cap_mb(cap).first_bucket_cap_mb(o.first_cap_for(cap)).overlap(true)});
     if (mode == "ddp-no_sync") out.push_back({mode, NAN, DDPOptions(), false});
   }
   for (DdpVariant& v : out) v.options.comm_hook(ringgrad::parallel::comm_hook_named(o.comm_hook));
@@ -112,6 +145,10 @@ inline std::vector<DdpVariant> ddp_variants(const Options& o) {
 }
 
 // The model every mode trains, identical everywhere: same layers, same initial values.
+template <typename Model>
+std::shared_ptr<Model> make_model(const Options& o, ringgrad::Device device);
+
+template <>
 inline std::shared_ptr<ringgrad::nn::MLP> make_model(const Options& o, ringgrad::Device device) {
   ringgrad::manual_seed(0);
   auto model = std::make_shared<ringgrad::nn::MLP>(o.layers);
@@ -119,9 +156,47 @@ inline std::shared_ptr<ringgrad::nn::MLP> make_model(const Options& o, ringgrad:
   return model;
 }
 
-// A few global batches, made before any timing and cycled through: inputs [batch, layers[0]] and
-// labels [batch]. Synthetic: normal inputs, labels (i * 7 + k) % classes. Fashion-MNIST: the first
-// images of the training set, scaled to [0, 1] (its 784 pixels fix layers[0] = 784).
+template <>
+inline std::shared_ptr<gpt::Gpt> make_model(const Options& o, ringgrad::Device device) {
+  ringgrad::manual_seed(0);
+  auto model = std::make_shared<gpt::Gpt>(o.gpt);
+  model->to(device);
+  return model;
+}
+
+// Calls body(ModelType<M>{}) with M the model class --model names: code written once for both.
+template <typename M>
+struct ModelType {
+  using type = M;
+};
+template <typename Body>
+auto with_model(const Options& o, Body&& body) {
+  return o.model == "gpt" ? body(ModelType<gpt::Gpt>{}) : body(ModelType<ringgrad::nn::MLP>{});
+}
+
+// The model's parameters' sizes in bytes, in registration order.
+inline std::vector<int64_t> parameter_bytes(const Options& o) {
+  return with_model(o, [&](auto type) {
+    std::vector<int64_t> bytes;
+    for (const ringgrad::Tensor& p :
+         make_model<typename decltype(type)::type>(o, ringgrad::Device::cpu())->parameters())
+      bytes.push_back(p.numel() * p.element_size());
+    return bytes;
+  });
+}
+
+// The loss of one step: cross-entropy of the logits against the labels -- per sample for the MLP
+// ([B, classes] against [B]), per token for the GPT ([B, T, vocab] against [B, T], flattened).
+inline ringgrad::Tensor loss_of(const ringgrad::Tensor& logits, const ringgrad::Tensor& labels) {
+  return ringgrad::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
+}
+
+// A few global batches, made before any timing and cycled through.
+//   MLP: inputs [batch, layers[0]] and labels [batch]. Synthetic: normal inputs, labels
+//        (i * 7 + k) % classes. Fashion-MNIST: the first images of the training set, scaled to
+//        [0, 1] (its 784 pixels fix layers[0] = 784).
+//   GPT: tokens [batch, context] and the next tokens [batch, context]: windows of one random byte
+//        stream (uniform bytes: nothing to learn, but every step costs what a real text's does).
 struct Data {
   std::vector<ringgrad::Tensor> x, y;
 };
@@ -146,6 +221,16 @@ inline Data make_data(const Options& o, int batches = 4) {
     return d;
   }
   RINGGRAD_CHECK(o.data == "synthetic", "dp_vs_ddp: --data expected synthetic or fashion-mnist, got ", o.data);
+  if (o.model == "gpt") {
+    const int64_t t = o.gpt.context;
+    for (int k = 0; k < batches; ++k) {
+      const Tensor stream =
+          (rand({o.batch, t + 1}, DType::f64, 2000 + k) * static_cast<double>(o.gpt.vocab)).to(DType::i64);
+      d.x.push_back(stream.narrow(1, 0, t).contiguous());
+      d.y.push_back(stream.narrow(1, 1, t).contiguous());
+    }
+    return d;
+  }
   for (int k = 0; k < batches; ++k) {
     d.x.push_back(randn({o.batch, in}, DType::f32, 1000 + k));
     std::vector<int64_t> labels;

@@ -62,7 +62,9 @@ def build_model(torch, layers, width, heads, context, vocab=256):
             q, k, v = self.c_attn(x).split(c, dim=2)
             q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
             att = (q @ k.transpose(-2, -1)) / math.sqrt(c // heads)
-            att = att.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+            # Made on x's device (not a buffer: gloo cannot broadcast a bool buffer for DDP).
+            future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            att = att.masked_fill(future, float("-inf"))
             y = F.softmax(att, dim=-1) @ v
             return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
 
@@ -96,7 +98,7 @@ def build_model(torch, layers, width, heads, context, vocab=256):
             self.ln_f = nn.LayerNorm(width)
 
         def forward(self, tokens):
-            pos = torch.arange(tokens.shape[1])
+            pos = torch.arange(tokens.shape[1], device=tokens.device)
             x = self.ln_f(self.h(self.wte(tokens) + self.wpe(pos)))
             return x @ self.wte.weight.t()  # tied, as in model.h
 

@@ -21,12 +21,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/unary_ops.h"
 
 namespace ringgrad {
 namespace kernels {
@@ -57,42 +57,8 @@ void for_row_ranges(int64_t rows, int64_t c, int64_t grain, Body&& body) {
   cpu::parallel_range(rows, std::max<int64_t>(1, grain / std::max<int64_t>(c, 1)), body);
 }
 
-// a * b + c, fused where the target has FMA (one instruction, one rounding); where it has not, a
-// multiply and an add -- std::fma would be a libm call per element there.
-inline float mul_add(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-
-// e^x for float, in a form the compiler vectorises (libm's expf is a call per element, 2.3 ns here,
-// against 0.5 ns): x = n ln2 + r with |r| <= ln2 / 2, e^r by Cephes' degree-6 polynomial, 2^n built
-// in the exponent bits. Within 1.4 ulp of e^x over [-87, 0] (checked against exp in double at 290K
-// points); e^x = 0 below -87 (float's normal range ends near -87.3), e^NaN = NaN. Softmax's
-// exponents are x - max <= 0, so nothing overflows.
-inline float exp_nonpositive(float x) {
-  constexpr float kLowest = -87.0f;
-  const float xc = std::max(x, kLowest);
-  const float n = std::nearbyint(xc * 1.44269504088896341f);                  // log2(e)
-  const float r = mul_add(n, 2.12194440e-4f, mul_add(n, -0.693359375f, xc));  // ln 2 in two parts
-  float p = 1.9875691500e-4f;
-  p = mul_add(p, r, 1.3981999507e-3f);
-  p = mul_add(p, r, 8.3334519073e-3f);
-  p = mul_add(p, r, 4.1665795894e-2f);
-  p = mul_add(p, r, 1.6666665459e-1f);
-  p = mul_add(p, r, 5.0000001201e-1f);
-  p = mul_add(p, r * r, r + 1.0f);
-  const int32_t bits = (static_cast<int32_t>(n) + 127) * (1 << 23);
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  const float y = x < kLowest ? 0.0f : p * scale;
-  return x != x ? x : y;
-}
-
-inline float exp_nonpositive_or_libm(float x) { return exp_nonpositive(x); }
-inline double exp_nonpositive_or_libm(double x) { return std::exp(x); }  // float64 keeps libm's accuracy
+// float32's exponentials are unary_ops.h's vectorised polynomial; float64 keeps libm's accuracy.
+using unary_ops::math::exp_nonpositive;
 
 // Softmax over one contiguous row of c elements (inner == 1): max, exponentials and their sum in
 // eight independent lanes each, so every loop vectorises.
@@ -110,13 +76,13 @@ void softmax_row(const T* x, T* y, int64_t c, bool log) {
   double lane_sum[8] = {};
   for (j = 0; j + 8 <= c; j += 8) {
     for (int l = 0; l < 8; ++l) {
-      const T e = exp_nonpositive_or_libm(x[j + l] - max);
+      const T e = exp_nonpositive(x[j + l] - max);
       if (!log) y[j + l] = e;  // normalised below, once the sum is known
       lane_sum[l] += static_cast<double>(e);
     }
   }
   for (; j < c; ++j) {
-    const T e = exp_nonpositive_or_libm(x[j] - max);
+    const T e = exp_nonpositive(x[j] - max);
     if (!log) y[j] = e;
     lane_sum[0] += static_cast<double>(e);
   }
