@@ -152,6 +152,14 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 /// or float16.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
                                     std::optional<double> scale = std::nullopt);
+/// The same with a key padding mask, nn.MultiheadAttention's key_padding_mask: uint8 (what eq..ge
+/// make) of shape [..., S], its leading dims q's or 1 where it broadcasts (a [B, 1, S] mask for
+/// q [B, H, T, d]); nonzero means that key is padding and no query attends to it. It combines with
+/// `causal`, gets no gradient, and reaches the kernels as one byte per key: no [T, S] mask is made.
+/// An undefined mask masks nothing. A query whose keys are all masked (all padding, or the padding
+/// plus the causal cut) gets output 0 and sends no gradient to q, k or v; PyTorch gives NaN there.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
+                                    bool causal = false, std::optional<double> scale = std::nullopt);
 
 // --- softmax.cpp -------------------------------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t dim);      ///< e^x / sum(e^x) along `dim`

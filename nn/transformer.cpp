@@ -29,14 +29,24 @@ void CausalSelfAttention::reset() {
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(options.dropout()));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+Tensor CausalSelfAttention::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
   RINGGRAD_CHECK(x.dim() == 3 && x.size(2) == options.embed_dim(), "CausalSelfAttention: expected x of shape [B, T, ",
                  options.embed_dim(), "], got ", x.shape());
   const int64_t b = x.size(0), t = x.size(1), c = options.embed_dim(), h = options.num_heads();
+  // [B, T] -> [B, 1, T]: one mask row for every head.
+  Tensor mask;
+  if (key_padding_mask.defined()) {
+    RINGGRAD_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == b && key_padding_mask.size(1) == t,
+                   "CausalSelfAttention: expected key_padding_mask of shape [", b, ", ", t, "] (x's [B, T]), got ",
+                   key_padding_mask.shape());
+    mask = key_padding_mask.unsqueeze(1);
+  }
   // [B, T, 3C] -> three [B, T, C] views -> [B, H, T, C/H] each (the head dim moves before time).
   const std::vector<Tensor> qkv = chunk(c_attn->forward(x), 3, -1);
   auto heads = [&](const Tensor& part) { return part.view({b, t, h, c / h}).transpose(1, 2); };
-  const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), /*causal=*/true);
+  const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), mask, /*causal=*/true);
   return resid_dropout->forward(c_proj->forward(y.transpose(1, 2).reshape({b, t, c})));
 }
 
@@ -71,8 +81,10 @@ void TransformerBlock::reset() {
   ln_2->to(options.dtype());
 }
 
-Tensor TransformerBlock::forward(const Tensor& x) {
-  const Tensor h = x + attn->forward(ln_1->forward(x));
+Tensor TransformerBlock::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor TransformerBlock::forward(const Tensor& x, const Tensor& key_padding_mask) {
+  const Tensor h = x + attn->forward(ln_1->forward(x), key_padding_mask);
   return h + mlp->forward(ln_2->forward(h));
 }
 

@@ -35,6 +35,10 @@ class CausalSelfAttention : public Cloneable<CausalSelfAttention> {
   explicit CausalSelfAttention(const TransformerOptions& options);
   std::string type_name() const override { return "CausalSelfAttention"; }
   Tensor forward(const Tensor& x) override;
+  /// With a key padding mask: uint8 [B, T], nonzero where position t is padding, which no position
+  /// attends to (nn.MultiheadAttention's key_padding_mask). A position that sees only padding (its
+  /// own included) gets attention output 0, not NaN: scaled_dot_product_attention's rule.
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
   void reset() override;
   void pretty_print(std::ostream& os) const override;
 
@@ -64,6 +68,8 @@ class TransformerBlock : public Cloneable<TransformerBlock> {
   explicit TransformerBlock(const TransformerOptions& options);
   std::string type_name() const override { return "TransformerBlock"; }
   Tensor forward(const Tensor& x) override;
+  /// With a key padding mask [B, T] for the attention (CausalSelfAttention::forward(x, mask)).
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
   void reset() override;
 
   TransformerOptions options;  ///< as given

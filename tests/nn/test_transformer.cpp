@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,16 +18,20 @@ using namespace ringgrad;
 
 namespace {
 
-// GPT-2's attention written out: one matmul per step, the [T, T] mask materialised.
-Tensor written_out_attention(const nn::CausalSelfAttention& a, const Tensor& x) {
+// GPT-2's attention written out: one matmul per step, the [T, T] mask materialised (with the key
+// padding mask [B, T], if given, expanded to [B, 1, T, T]).
+Tensor written_out_attention(const nn::CausalSelfAttention& a, const Tensor& x,
+                             const Tensor& key_padding_mask = Tensor()) {
   const int64_t b = x.size(0), t = x.size(1), c = x.size(2), h = a.options.num_heads();
   const Tensor qkv = linear(x, a.c_attn->weight, a.c_attn->bias);
   auto head = [&](int64_t part) {
     return qkv.narrow(2, part * c, c).reshape({b, t, h, c / h}).transpose(1, 2);  // [B, H, T, d]
   };
   const Tensor scores = matmul(head(0), head(1).transpose(2, 3)) / std::sqrt(static_cast<double>(c / h));
-  const Tensor future = triu(ones({t, t}, DType::u8), 1);
-  const Tensor y = matmul(softmax(masked_fill(scores, future, -INFINITY), -1), head(2));
+  Tensor hidden = triu(ones({t, t}, DType::u8), 1);
+  if (key_padding_mask.defined())
+    hidden = gt(hidden.to(DType::f64) + key_padding_mask.to(DType::f64).view({b, 1, 1, t}), 0.0);
+  const Tensor y = matmul(softmax(masked_fill(scores, hidden, -INFINITY), -1), head(2));
   return linear(y.transpose(1, 2).reshape({b, t, c}), a.c_proj->weight, a.c_proj->bias);
 }
 
@@ -40,6 +45,31 @@ TEST_CASE("CausalSelfAttention: equals GPT-2's attention written out with core o
   const std::vector<double> want = written_out_attention(attn, x).to_vector<double>();
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-12));
+}
+
+TEST_CASE("CausalSelfAttention: a key padding mask hides padding positions, as written out", "[nn][transformer]") {
+  manual_seed(9);
+  auto block = std::make_shared<nn::TransformerBlock>(nn::TransformerOptions(12, 3).dtype(DType::f64));
+  const nn::CausalSelfAttention& attn = *block->attn;
+  const Tensor x = randn({2, 5, 12}, DType::f64, 10);
+  // Batch 0 unpadded; batch 1 has padding at positions 1 and 4.
+  const Tensor mask = from_vector(std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 1, 0, 0, 1}, {2, 5});
+  const std::vector<double> got = block->attn->forward(x, mask).to_vector<double>();
+  const std::vector<double> want = written_out_attention(attn, x, mask).to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-12));
+  // A padding position's input changes no other position's output, though later ones would see it.
+  Tensor changed = x.clone();
+  changed.narrow(0, 1, 1).narrow(1, 1, 1).copy_(randn({1, 1, 12}, DType::f64, 11));
+  const Tensor before = block->forward(x, mask).narrow(0, 1, 1), after = block->forward(changed, mask).narrow(0, 1, 1);
+  CHECK(before.narrow(1, 0, 1).to_vector<double>() == after.narrow(1, 0, 1).to_vector<double>());
+  CHECK(before.narrow(1, 2, 3).to_vector<double>() == after.narrow(1, 2, 3).to_vector<double>());
+  CHECK(block->forward(changed).narrow(0, 1, 1).narrow(1, 2, 3).to_vector<double>() !=
+        block->forward(x).narrow(0, 1, 1).narrow(1, 2, 3).to_vector<double>());
+  // An undefined mask is no mask.
+  CHECK(block->forward(x, Tensor()).to_vector<double>() == block->forward(x).to_vector<double>());
+  CHECK_ERROR(block->attn->forward(x, zeros({2, 1, 5}, DType::u8)), "CausalSelfAttention", "key_padding_mask", "[2, 5]",
+              "[2, 1, 5]");
 }
 
 TEST_CASE("CausalSelfAttention: a position's output does not depend on later positions", "[nn][transformer]") {
