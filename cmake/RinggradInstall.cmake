@@ -4,10 +4,18 @@
 #   include/ringgrad/ringgrad.h                   the generated umbrella header: #include <ringgrad/ringgrad.h>
 #   include/ringgrad/core/..., kernels/*.h        the public headers, laid out as in the source tree:
 #                                                 they include each other as <ringgrad/core/tensor.h>
-#   lib/libringgrad.a
-#   lib/cmake/ringgrad/ringgrad-config.cmake      find_package(ringgrad) reads this; it defines
-#                     ringgrad-config-version.cmake    the imported target ringgrad::ringgrad
-#                     ringgrad-targets*.cmake
+#   lib/libringgrad.a                             the core: ringgrad::ringgrad (needs no CUDA, NCCL or Gloo)
+#   lib/libringgrad_cuda.a, _nccl.a, _gloo.a      the optional parts this build has: ringgrad::cuda, ::nccl, ::gloo
+#   lib/cmake/ringgrad/ringgrad-config.cmake      find_package(ringgrad [COMPONENTS cuda nccl gloo]) reads this
+#                     ringgrad-config-version.cmake
+#                     ringgrad-targets*.cmake          the core's imported targets, always loaded
+#                     ringgrad-<part>-targets*.cmake   a part's, loaded when its component is asked for
+#
+# Components, not one library that needs everything: a CPU-only program must configure, link and run
+# on a machine without the CUDA toolkit, NCCL or Gloo, and a GPU program says what it needs, once, in
+# find_package, where a missing piece is a configure-time error instead of a run-time surprise.
+# (The other way, parts as shared objects dlopen()ed on first use, would also spare CPU programs, but
+# it moves "is CUDA there?" to run time and makes every build ship shared libraries.)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -18,6 +26,19 @@ install(TARGETS ringgrad ringgrad_linked EXPORT ringgrad-targets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Each part in an export set of its own, so that loading the core's targets never names CUDA or Gloo.
+set(RINGGRAD_CONFIG_PARTS)
+foreach(part cuda nccl gloo)
+  if(TARGET ringgrad_${part})
+    install(TARGETS ringgrad_${part} ringgrad_${part}_linked EXPORT ringgrad-${part}-targets
+      ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    install(EXPORT ringgrad-${part}-targets
+      NAMESPACE ringgrad::
+      FILE ringgrad-${part}-targets.cmake
+      DESTINATION ${RINGGRAD_INSTALL_CMAKEDIR})
+    list(APPEND RINGGRAD_CONFIG_PARTS ${part})
+  endif()
+endforeach()
 
 # The public headers (cmake/RinggradHeaders.cmake decides which), under include/ringgrad/ as in the
 # build tree's include root, so <ringgrad/core/tensor.h> means the same file in both.
@@ -48,8 +69,6 @@ if(RINGGRAD_LIBRARY_TYPE STREQUAL "STATIC_LIBRARY")
 else()
   set(RINGGRAD_CONFIG_STATIC OFF)
 endif()
-set(RINGGRAD_CONFIG_CUDA ${RINGGRAD_WITH_CUDA})
-set(RINGGRAD_CONFIG_GLOO ${RINGGRAD_WITH_GLOO})
 
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/ringgrad-config.cmake.in

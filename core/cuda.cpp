@@ -14,7 +14,7 @@ namespace {
 kernels::Backend& cuda_runtime(const char* call) {
   kernels::Backend* backend = kernels::built_backend(DeviceKind::CUDA);
   if (backend == nullptr) {
-    throw Error(detail::str(call, ": no CUDA backend in this build (configure with -DRINGGRAD_CUDA=ON)"));
+    throw Error(kernels::no_cuda_backend_message(call));
   }
   return *backend;
 }

@@ -17,11 +17,13 @@
 
 namespace ringgrad {
 
-/// True when this build has the CUDA backend (RINGGRAD_CUDA=ON, or AUTO with nvcc found); whether a
-/// GPU is present at run time is cuda_device_count().
+/// True when this program has the CUDA backend: ringgrad was configured with CUDA (RINGGRAD_CUDA=ON,
+/// or AUTO with nvcc found) and the program links ringgrad::cuda. Whether a GPU is present at run time
+/// is cuda_device_count().
 bool built_with_cuda();
 
-/// CUDA devices this process can use: 0 without a GPU or driver, and in a CPU-only build. Read once.
+/// CUDA devices this process can use: 0 without a GPU or driver, and in a program without the CUDA
+/// backend. Read once.
 int cuda_device_count();
 inline bool cuda_is_available() { return cuda_device_count() > 0; }  ///< at least one GPU can be used
 

@@ -190,17 +190,32 @@ struct Backend {
   virtual void copy_from_pinned(int device, const ReadyPoint& after, const void* pinned_src, void* dst, int64_t nbytes);
 };
 
-/// The backend for a device kind. Throws ringgrad::Error when this build has none (a CPU-only build
-/// asked for CUDA) or the kind has no device (no GPU visible), naming `op` so the message says which
-/// call needed it.
+/// The backend for a device kind. Throws ringgrad::Error when this program has none (CUDA asked of a
+/// program without ringgrad's CUDA part) or the kind has no device (no GPU visible), naming `op` so
+/// the message says which call needed it.
 Backend& backend_for(DeviceKind kind, const char* op = "tensor");
+
+/// How a device backend other than the CPU's joins a program: its library registers it from a static
+/// initialiser (kernels/cuda/cuda_backend.cpp does, for CUDA), so a program has the CUDA backend
+/// exactly when it links ringgrad::cuda, and a CPU-only program needs nothing of CUDA's. `usable`
+/// returns the backend for an op, or throws naming the op when no device is visible; `instance`
+/// returns it whether or not a device is. Registering a kind twice with other functions throws.
+struct DeviceBackendRegistration {
+  Backend& (*usable)(const char* op) = nullptr;
+  Backend& (*instance)() = nullptr;
+};
+void register_device_backend(DeviceKind kind, DeviceBackendRegistration registration);
+
+/// What to say when a program has no CUDA backend: "<call>: no CUDA backend in this program (...how
+/// to get one)".
+std::string no_cuda_backend_message(const char* call);
 
 /// What the CPU backend's GEMM was built from and for, e.g. "Eigen 3.4.0, SIMD: AVX512, FMA, AVX2, AVX,
 /// SSE4.2, ..., -march=native": a product's speed depends on it, so benchmarks print it beside their
 /// results.
 std::string cpu_gemm_build();
 
-/// The backend for a device kind when this build has one, whether or not a device of that kind is
+/// The backend for a device kind when this program has one, whether or not a device of that kind is
 /// present; null when it has none. Never throws: core/cuda.h asks it how many GPUs there are.
 Backend* built_backend(DeviceKind kind);
 

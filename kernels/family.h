@@ -60,8 +60,8 @@ class KernelRegistry {
     backend_for(kind, op);
     const Family* impl = impls_[static_cast<size_t>(kind)];
     RINGGRAD_CHECK(impl != nullptr, op, ": the ", kind_name(kind), " backend has no ", Family::kName,
-                   " kernels in this build (a program must link ringgrad::ringgrad, which links the library whole, "
-                   "not the archive on its own; kernels/family.h says why)");
+                   " kernels in this build (a program must link ringgrad::ringgrad, and ringgrad::cuda for CUDA, "
+                   "which link the libraries whole, not the archives on their own; kernels/family.h says why)");
     return *impl;
   }
 

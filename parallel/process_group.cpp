@@ -2,6 +2,7 @@
 // (launch variables: launch_info.cpp).
 #include <ringgrad/parallel/process_group.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -76,42 +77,68 @@ ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout
 }
 
 // --- init_process_group ---------------------------------------------------------------------------------
-#ifndef RINGGRAD_WITH_NCCL
-bool nccl_available() { return false; }
-// NOLINTNEXTLINE(performance-unnecessary-value-param): the signature of the NCCL build's function
-std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int, int, int,
-                                                      std::chrono::milliseconds) {
-  throw Error(
-      "init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
-      "time); use backend \"ring\"");
-}
-#endif
-
+// "nccl" and "gloo" live in libraries of their own (ringgrad::nccl, ringgrad::gloo), which need NCCL
+// and CUDA, or Gloo. A program has them when it links them: each installs its maker from a static
+// initialiser (install_nccl, install_gloo), and this file, which every program has, only forwards.
+constexpr const char* kNoNccl =
+    "backend \"nccl\" is not in this build of the program: it needs ringgrad configured with CUDA and NCCL, and "
+    "the program linked with ringgrad::nccl (find_package(ringgrad COMPONENTS nccl)); use backend \"ring\"";
 constexpr const char* kNoGloo =
-    "init_process_group: backend \"gloo\" is not in this build (it needs Gloo -- apt-get install libgloo-dev -- "
-    "at configure time); use backend \"ring\"";
-#ifndef RINGGRAD_WITH_GLOO
-bool gloo_available() { return false; }
-// NOLINTNEXTLINE(performance-unnecessary-value-param): the signature of the Gloo build's function
-std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store>, int, int, const GlooOptions&) {
-  throw Error(kNoGloo);
+    "backend \"gloo\" is not in this build of the program: it needs ringgrad configured with Gloo (apt-get "
+    "install libgloo-dev), and the program linked with ringgrad::gloo (find_package(ringgrad COMPONENTS gloo)); use "
+    "backend \"ring\"";
+
+namespace {
+std::atomic<NcclGroupMaker> g_nccl_maker{nullptr};
+std::atomic<GlooGroupMaker> g_gloo_maker{nullptr};
+}  // namespace
+
+bool nccl_available() { return g_nccl_maker.load() != nullptr; }
+bool gloo_available() { return g_gloo_maker.load() != nullptr; }
+
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank, int size, int local_rank,
+                                                      std::chrono::milliseconds timeout) {
+  const NcclGroupMaker make = g_nccl_maker.load();
+  if (make == nullptr) throw Error(detail::str("make_nccl_process_group: ", kNoNccl));
+  return make(std::move(store), rank, size, local_rank, timeout);
 }
-#else
-bool gloo_available() { return true; }
-#endif
+
+std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
+                                                      const GlooOptions& options) {
+  const GlooGroupMaker make = g_gloo_maker.load();
+  if (make == nullptr) throw Error(detail::str("make_gloo_process_group: ", kNoGloo));
+  return make(std::move(store), rank, size, options);
+}
+
+void install_nccl(NcclGroupMaker make) {
+  if (g_nccl_maker.exchange(make) != nullptr) return;  // a second copy of the library: installed already
+  register_process_group_backend("nccl", [](const BackendContext& context) {
+    return make_nccl_process_group(context.store, context.info.rank, context.info.world_size, context.info.local_rank,
+                                   context.info.timeout);
+  });
+}
+
+void install_gloo(GlooGroupMaker make) {
+  if (g_gloo_maker.exchange(make) != nullptr) return;
+  register_process_group_backend("gloo", [](const BackendContext& context) {
+    GlooOptions gloo;
+    gloo.timeout() = context.info.timeout;
+    gloo.setup_timeout() = context.info.setup_timeout;
+    gloo.master_addr() = context.info.master_addr;
+    return make_gloo_process_group(context.store, context.info.rank, context.info.world_size, gloo);
+  });
+}
 
 namespace {
 std::mutex g_default_mutex;
 std::shared_ptr<ProcessGroup> g_default_group;
 
 // --- the backend registry -------------------------------------------------------------------------
-// A function-local static, filled with the built-in backends on first use: a registrar object in
-// its own file would be dropped by the linker from a static library nobody references it in, and
-// its order against other static initialisers would be unspecified. This file is compiled once per
-// variant (with and without RINGGRAD_WITH_NCCL and RINGGRAD_WITH_GLOO), so it is also where "nccl" and
-// "gloo" are or are not installed.
+// A function-local static, made on first use with "ring" in it: "nccl" and "gloo" are added from
+// their libraries' static initialisers (install_nccl, install_gloo), whose order against this
+// file's is unspecified, and users add theirs at any time.
 struct BackendRegistry {
-  BackendRegistry();  // installs the built-in backends
+  BackendRegistry();  // installs "ring"
   std::mutex mutex;
   std::map<std::string, ProcessGroupFactory> factories;  // sorted, so messages list names in order
 };
@@ -126,24 +153,7 @@ std::shared_ptr<ProcessGroup> make_ring(const BackendContext& context) {
   return std::make_shared<RingProcessGroup>(context.store, context.info.rank, context.info.world_size, ring);
 }
 
-BackendRegistry::BackendRegistry() {
-  factories.emplace("ring", make_ring);
-#ifdef RINGGRAD_WITH_GLOO
-  factories.emplace("gloo", [](const BackendContext& context) {
-    GlooOptions gloo;
-    gloo.timeout() = context.info.timeout;
-    gloo.setup_timeout() = context.info.setup_timeout;
-    gloo.master_addr() = context.info.master_addr;
-    return make_gloo_process_group(context.store, context.info.rank, context.info.world_size, gloo);
-  });
-#endif
-#ifdef RINGGRAD_WITH_NCCL
-  factories.emplace("nccl", [](const BackendContext& context) {
-    return make_nccl_process_group(context.store, context.info.rank, context.info.world_size, context.info.local_rank,
-                                   context.info.timeout);
-  });
-#endif
-}
+BackendRegistry::BackendRegistry() { factories.emplace("ring", make_ring); }
 
 BackendRegistry& backend_registry() {
   static BackendRegistry registry;  // thread-safe initialisation, on the first call
@@ -168,14 +178,10 @@ ProcessGroupFactory find_backend(const std::string& backend) {
     const auto it = registry.factories.find(backend);
     if (it != registry.factories.end()) return it->second;
   }
-  if (backend == "nccl" && !nccl_available()) {
-    throw Error(
-        "init_process_group: backend \"nccl\" is not in this build (it needs CUDA and NCCL at configure "
-        "time); use backend \"ring\"");
-  }
-  if (backend == "gloo" && !gloo_available()) throw Error(kNoGloo);
-  std::string no_nccl = nccl_available() ? "" : "; \"nccl\" needs a build with CUDA and NCCL";
-  if (!gloo_available()) no_nccl += "; \"gloo\" needs a build with libgloo-dev";
+  if (backend == "nccl" && !nccl_available()) throw Error(detail::str("init_process_group: ", kNoNccl));
+  if (backend == "gloo" && !gloo_available()) throw Error(detail::str("init_process_group: ", kNoGloo));
+  std::string no_nccl = nccl_available() ? "" : "; \"nccl\" needs ringgrad::nccl";
+  if (!gloo_available()) no_nccl += "; \"gloo\" needs ringgrad::gloo";
   throw Error(detail::str("init_process_group: expected backend ", quoted_names(registered_process_group_backends()),
                           " (the registered backends", no_nccl, "; register_process_group_backend adds more), got \"",
                           backend, "\""));

@@ -184,20 +184,22 @@ struct BackendContext {
 using ProcessGroupFactory = std::function<std::shared_ptr<ProcessGroup>(const BackendContext&)>;
 
 /// The backends init_process_group can make, by name, as PyTorch's Backend.register_backend. "ring"
-/// is always there, "nccl" in builds with NCCL and "gloo" in builds with Gloo; they are installed on the registry's
-/// first use (not by static initialisers, which a static library's linker may drop). Registering a name that is already
-/// registered, an empty name or an empty factory throws, naming it.
+/// is always there; "nccl" and "gloo" are there in a program that links ringgrad::nccl or ringgrad::gloo
+/// (each registers itself before main()). Registering a name that is already registered, an empty
+/// name or an empty factory throws, naming it.
 void register_process_group_backend(const std::string& name, ProcessGroupFactory factory);
 std::vector<std::string> registered_process_group_backends();  ///< sorted by name
 
 /// Creates this process's group with a registered backend: "ring" (CPU tensors; the hand-written
-/// ring all-reduce), "nccl" (CUDA tensors; needs a build with NCCL), "gloo" (CPU tensors; PyTorch's
-/// CPU collectives, in builds with libgloo-dev) or one registered by the user.
+/// ring all-reduce), "nccl" (CUDA tensors; ringgrad::nccl), "gloo" (CPU tensors; PyTorch's CPU
+/// collectives, ringgrad::gloo) or one registered by the user.
 /// It also becomes the default group. An unknown name is refused before any rank meets the others.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options = {});
-/// True when this build has the "nccl" backend (CUDA and NCCL were found at configure time).
+/// True when this program has the "nccl" backend: ringgrad was configured with CUDA and NCCL and the
+/// program links ringgrad::nccl.
 bool nccl_available();
-/// True when this build has the "gloo" backend (Gloo, Debian's libgloo-dev, was found at configure time).
+/// True when this program has the "gloo" backend: ringgrad was configured with Gloo (Debian's
+/// libgloo-dev) and the program links ringgrad::gloo.
 bool gloo_available();
 std::shared_ptr<ProcessGroup> default_process_group();  ///< null before init_process_group
 void destroy_process_group();                           ///< drops the default group

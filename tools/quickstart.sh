@@ -164,6 +164,12 @@ if [[ "$mode" == demo ]]; then
   else
     echo "(no PNGs: /usr/bin/python3 cannot import matplotlib; apt-get install python3-matplotlib)"
   fi
+  # The same modes on a GPT: 52 parameter tensors from 1 KB to 1 MB, ready one block at a time, where
+  # the bucket caps give different steps (the MLP's 6 tensors cannot show that). Fewer steps: a GPT
+  # step is about 0.4 s on one core.
+  stage "demo 2/2, the GPT: $build_dir/bench/dp_vs_ddp --model gpt (what the bucket size trades)"
+  "$build_dir/bench/dp_vs_ddp" --model gpt --steps 10 --warmup 3 --json "$out/dp_vs_ddp_gpt.json" \
+    --csv "$out/dp_vs_ddp_gpt.csv" --trace "$out/traces_gpt"
   stage "what two logical devices on two cores can and cannot show"
   cat <<'TEXT'
 cpu:0 and cpu:1 (DataParallel) and the two DDP ranks run on the same two cores, with the same caches
@@ -180,7 +186,7 @@ bench/dp_vs_ddp checks the parameters: column max|diff|), the mechanics (scatter
 buckets, the ring all-reduce, DistributedSampler) and the structure of the communication and its
 overlap with backward (its traces). A speed-up needs devices with compute of their own.
 TEXT
-  stage "results in $out/: dp_vs_ddp.json and .csv, traces/*.trace.json (open in https://ui.perfetto.dev), plots/*.png, fashion_mnist_*.log"
+  stage "results in $out/: dp_vs_ddp.json and .csv (dp_vs_ddp_gpt.* for the GPT), traces/*.trace.json and traces_gpt/ (open in https://ui.perfetto.dev), plots/*.png, fashion_mnist_*.log"
 else
   stage "build: everything"
   cmake --build "$build_dir" -j "$jobs"

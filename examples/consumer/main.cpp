@@ -5,13 +5,16 @@
 // The points lie exactly on the line, so gradient descent must find w = 3, b = -2 to within
 // rounding. Then the same fit runs twice more, with nn::optim::SGD(momentum 0.9) and with HeavyBall, an
 // optimizer written here against the installed headers (heavy_ball.h): the two must agree bit for
-// bit. Prints the fit and exits 1 on any failure: examples/consumer/run.cmake runs it as the last
-// step of the `install` tests, and a wrong result fails them.
+// bit. Last, it checks that a program linking ringgrad::ringgrad alone has no CUDA backend and no
+// "nccl" or "gloo" (the parts are components: examples/consumer/README.md). Prints the fit and exits 1
+// on any failure: examples/consumer/run.cmake runs it as the last step of the `install` tests, and
+// a wrong result fails them.
 #include <ringgrad/ringgrad.h>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "heavy_ball.h"
@@ -87,6 +90,24 @@ int main() {
     if (!(wh == ws && bh == bs && std::fabs(wh - kSlope) < kTolerance && std::fabs(bh - kIntercept) < kTolerance)) {
       std::fprintf(stderr, "consumer: expected HeavyBall to equal nn::optim::SGD bit for bit and fit the line\n");
       return 1;
+    }
+
+    // This program links ringgrad::ringgrad alone: no CUDA backend, no "nccl", no "gloo", whatever the
+    // installed ringgrad was built with. Asking for them must say how to get them, not crash.
+    if (built_with_cuda() || cuda_device_count() != 0 || parallel::nccl_available() || parallel::gloo_available()) {
+      std::fprintf(stderr, "consumer: linked ringgrad::ringgrad only, yet a CUDA backend, nccl or gloo is here\n");
+      return 1;
+    }
+    try {
+      (void)zeros({2}, Device::cuda(0));
+      std::fprintf(stderr, "consumer: expected a CUDA tensor to be refused without ringgrad::cuda\n");
+      return 1;
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("ringgrad::cuda") == std::string::npos) {
+        std::fprintf(stderr, "consumer: expected the error to name ringgrad::cuda, got: %s\n", e.what());
+        return 1;
+      }
+      std::printf("without ringgrad::cuda, a CUDA tensor is refused: %s\n", e.what());
     }
     std::printf("OK\n");
     return 0;

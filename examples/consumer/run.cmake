@@ -5,15 +5,24 @@
 #   MODE=find_package      `cmake --install` the ringgrad build in RINGGRAD_BUILD_DIR into a scratch
 #                          prefix under WORK_DIR, then configure, build and run find_package/ against
 #                          it. Catches a header left out of the install, a dependency the config
-#                          forgets to find, or an include path that only works in-tree.
+#                          forgets to find, or an include path that only works in-tree. Then:
+#                          1. the CPU-only program (ringgrad::ringgrad) is configured, built and run
+#                             as on a machine without the CUDA toolkit, NCCL and Gloo
+#                             (without_gpu_stack.sh hides them; without root it cannot, and the test
+#                             says "hidden checks skipped"), and must need none of their libraries;
+#                          2. there, asking for the parts this build has (COMPONENTS cuda ...) must
+#                             fail at configure time, naming what is missing;
+#                          3. here, with them, the parts program (parts.cpp) must find, link and
+#                             have exactly the parts it asked for.
 #   MODE=add_subdirectory  configure, build and run add_subdirectory/, which compiles ringgrad again
 #                          from RINGGRAD_SOURCE_DIR (CPU only). Catches a missing ringgrad::ringgrad
 #                          alias, a path that assumes ringgrad is the top-level project, and tests
 #                          or benchmarks that do not stay off when it is not.
 #
 # Inputs (-D): MODE, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX_COMPILER, COMPILER_LAUNCHER (ccache, when the
-#              parent build uses it); RINGGRAD_BUILD_DIR and BUILD_TYPE (find_package: the consumer's
-#              build type, default Release) or RINGGRAD_SOURCE_DIR (add_subdirectory, always Debug at -O0).
+#              parent build uses it); RINGGRAD_BUILD_DIR, BUILD_TYPE (find_package: the consumer's
+#              build type, default Release) and PARTS (the parts that build has, comma-separated: some of
+#              cuda,nccl,gloo) or RINGGRAD_SOURCE_DIR (add_subdirectory, always Debug at -O0).
 set(required MODE WORK_DIR GENERATOR CXX_COMPILER)
 if(MODE STREQUAL "find_package")
   list(APPEND required RINGGRAD_BUILD_DIR)
@@ -34,6 +43,16 @@ set(test_name consumer_${MODE})
 set(build ${WORK_DIR}/build)
 
 # step(name command...): runs one command, echoes it, and stops the test if it fails.
+# step_fails(name pattern command...): the same for a command that must fail, with output matching pattern.
+function(step_fails name pattern)
+  list(JOIN ARGN " " command_line)
+  message(STATUS "${test_name}: ${name} (must fail): ${command_line}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  message("${out}")
+  if(rc EQUAL 0 OR NOT out MATCHES "${pattern}")
+    message(FATAL_ERROR "${test_name}: ${name}: expected a failure saying '${pattern}', got exit ${rc}")
+  endif()
+endfunction()
 function(step name)
   list(JOIN ARGN " " command_line)
   message(STATUS "${test_name}: ${name}: ${command_line}")
@@ -45,7 +64,7 @@ function(step name)
   set(step_output "${out}" PARENT_SCOPE)
 endfunction()
 
-set(configure_args -S ${CMAKE_CURRENT_LIST_DIR}/${MODE} -B ${build} -G ${GENERATOR}
+set(configure_args -S ${CMAKE_CURRENT_LIST_DIR}/${MODE} -G ${GENERATOR}
   -D CMAKE_CXX_COMPILER=${CXX_COMPILER})
 if(MAKE_PROGRAM)
   list(APPEND configure_args -D CMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
@@ -58,12 +77,19 @@ if(MODE STREQUAL "find_package")
   set(prefix ${WORK_DIR}/prefix)
   file(REMOVE_RECURSE ${WORK_DIR})  # a stale prefix could hide a file the install forgot
   step(install ${CMAKE_COMMAND} --install ${RINGGRAD_BUILD_DIR} --prefix ${prefix})
-  step(configure ${CMAKE_COMMAND} ${configure_args}
-    -D CMAKE_BUILD_TYPE=${BUILD_TYPE}
-    -D CMAKE_PREFIX_PATH=${prefix}
+  # As on a machine without CUDA, NCCL and Gloo, when this machine lets us hide them.
+  set(hide ${CMAKE_CURRENT_LIST_DIR}/without_gpu_stack.sh)
+  execute_process(COMMAND sh ${hide} true RESULT_VARIABLE hide_rc OUTPUT_QUIET ERROR_QUIET)
+  if(hide_rc EQUAL 0)
+    set(without sh ${hide})
+  else()
+    set(without)
+    message(STATUS "${test_name}: cannot hide CUDA, NCCL and Gloo here (needs root): hidden checks skipped")
+  endif()
+  set(find_args -D CMAKE_BUILD_TYPE=${BUILD_TYPE} -D CMAKE_PREFIX_PATH=${prefix}
     # Not a build tree registered in ~/.cmake/packages either.
-    -D CMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-    -D CMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+    -D CMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -D CMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+  step(configure ${without} ${CMAKE_COMMAND} ${configure_args} -B ${build} ${find_args})
   # Only the scratch prefix may have satisfied find_package(ringgrad), not a system-wide copy.
   file(STRINGS ${build}/CMakeCache.txt found_dir REGEX "^ringgrad_DIR:")
   string(REGEX REPLACE "^ringgrad_DIR:[A-Z]+=" "" found_dir "${found_dir}")
@@ -71,6 +97,37 @@ if(MODE STREQUAL "find_package")
   if(NOT from_prefix)
     message(FATAL_ERROR "${test_name}: expected ringgrad from ${prefix}, found it in '${found_dir}'")
   endif()
+  step(build ${without} ${CMAKE_COMMAND} --build ${build})
+  step(run ${without} ${build}/app)
+  if(NOT step_output MATCHES "OK")
+    message(FATAL_ERROR "${test_name}: app exited 0 but did not print OK")
+  endif()
+  # Nothing of them among the libraries the CPU-only program needs.
+  step(libraries readelf -d ${build}/app)
+  if(step_output MATCHES "(cublas|cudart|nccl|gloo|libcuda)[^ ]*\\.so")
+    message(FATAL_ERROR "${test_name}: the CPU-only app needs ${CMAKE_MATCH_0}")
+  endif()
+
+  string(REPLACE "," ";" parts "${PARTS}")
+  if(parts)
+    # Commas, not semicolons: a ';' would split the argument in two here.
+    set(parts_args ${configure_args} ${find_args} -DRINGGRAD_COMPONENTS=${PARTS})
+    if(without)  # asking for a part the machine lacks fails when the program is configured
+      list(GET parts 0 first_part)
+      step_fails(configure_parts_without "component ${first_part} not found"
+        ${without} ${CMAKE_COMMAND} ${parts_args} -B ${WORK_DIR}/parts_hidden_build)
+    endif()
+    step(configure_parts ${CMAKE_COMMAND} ${parts_args} -B ${WORK_DIR}/parts_build)
+    step(build_parts ${CMAKE_COMMAND} --build ${WORK_DIR}/parts_build)
+    step(run_parts ${WORK_DIR}/parts_build/parts_app)
+    if(NOT step_output MATCHES "OK")
+      message(FATAL_ERROR "${test_name}: parts_app exited 0 but did not print OK")
+    endif()
+  endif()
+  if(NOT without)
+    message(STATUS "${test_name}: hidden checks skipped")
+  endif()
+  return()
 else()
   # A fresh cache every run, so option defaults are really tested, but the object files stay:
   # a second run recompiles only what changed. CPU only, whatever the parent build has: this checks
@@ -84,7 +141,7 @@ else()
   # Eigen's above all, are parsed once per group of sources instead of once per source. Each source
   # is still compiled on its own by the parent build, which is where a missing #include shows.
   file(REMOVE ${build}/CMakeCache.txt)
-  step(configure ${CMAKE_COMMAND} ${configure_args}
+  step(configure ${CMAKE_COMMAND} ${configure_args} -B ${build}
     -D CMAKE_BUILD_TYPE=Debug -D CMAKE_CXX_FLAGS_DEBUG=-O0 -D CMAKE_UNITY_BUILD=ON
     -D RINGGRAD_SOURCE_DIR=${RINGGRAD_SOURCE_DIR}
     -D RINGGRAD_CUDA=OFF)

@@ -181,5 +181,15 @@ Backend& cuda_backend(const char* op) {
   return cuda_backend_instance();
 }
 
+namespace {
+// How this library joins a program (kernels/backend.h): registered before main() runs. The library
+// is linked whole (ringgrad::cuda), so this object is never dropped.
+Backend& cuda_backend_any() { return cuda_backend_instance(); }
+const bool kRegistered = [] {
+  register_device_backend(DeviceKind::CUDA, {&cuda_backend, &cuda_backend_any});
+  return true;
+}();
+}  // namespace
+
 }  // namespace kernels
 }  // namespace ringgrad

@@ -1,8 +1,8 @@
 // parallel/gloo/gloo_process_group.cpp: the "gloo" backend -- each collective as a call into Gloo, on
 // the shared communication thread.
 //
-// Built when Gloo is found at configure time (CMakeLists.txt, RINGGRAD_GLOO); otherwise
-// process_group.cpp answers "gloo" with "not in this build".
+// Built, as the library ringgrad::gloo, when Gloo is found at configure time (CMakeLists.txt,
+// RINGGRAD_GLOO); a program without it gets "not in this build" from process_group.cpp.
 //
 // Same design as the ring: collectives are checked on the caller's thread (collective_args.h), then
 // run one after another on the group's communication thread (collective_queue.h) -- the same order on
@@ -273,10 +273,14 @@ std::shared_ptr<Work> GlooProcessGroup::barrier() {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank, int size,
-                                                      const GlooOptions& options) {
+namespace {
+std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<Store> store, int rank, int size,
+                                              const GlooOptions& options) {
   return std::make_shared<GlooProcessGroup>(std::move(store), rank, size, options);
 }
+// Joins the program before main() (gloo_process_group.h). The library is linked whole (ringgrad::gloo).
+const bool kInstalled = (install_gloo(&make_gloo_group), true);
+}  // namespace
 
 }  // namespace parallel
 }  // namespace ringgrad

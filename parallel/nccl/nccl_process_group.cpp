@@ -1,7 +1,7 @@
 // parallel/nccl/nccl_process_group.cpp: ProcessGroup backend "nccl" -- NVIDIA's collectives on the GPU.
 //
-// Built when CUDA and NCCL are found at configure time (cmake/RinggradCuda.cmake); otherwise
-// process_group.cpp answers "nccl" with "not in this build".
+// Built, as the library ringgrad::nccl, when CUDA and NCCL are found at configure time
+// (cmake/RinggradCuda.cmake); a program without it gets "not in this build" from process_group.cpp.
 //
 // Meeting. Rank 0 asks NCCL for a unique id (128 opaque bytes naming the job's communicator) and
 // puts it in the store under "nccl/unique_id"; the others get() it, which waits for rank 0. Every
@@ -99,12 +99,14 @@ ncclResult_t nccl_check(ncclResult_t result, const char* call, const char* file,
 
 namespace parallel {
 
-bool nccl_available() { return true; }
-
-std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank, int size, int local_rank,
-                                                      std::chrono::milliseconds timeout) {
+namespace {
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<Store> store, int rank, int size, int local_rank,
+                                              std::chrono::milliseconds timeout) {
   return std::make_shared<NcclProcessGroup>(store, rank, size, local_rank, timeout);
 }
+// Joins the program before main() (nccl_process_group.h). The library is linked whole (ringgrad::nccl).
+const bool kInstalled = (install_nccl(&make_nccl_group), true);
+}  // namespace
 
 namespace {
 

@@ -514,7 +514,9 @@ TEST_CASE("backend_for: a CUDA request names the op and says how to get CUDA", "
   CHECK(std::string(backend_for(DeviceKind::CPU).name()) == "cpu");
   if (!built_with_cuda()) {
     CHECK_THROWS_WITH(backend_for(DeviceKind::CUDA, "tanh"),
-                      "tanh: no CUDA backend in this build (configure with -DRINGGRAD_CUDA=ON)");
+                      "tanh: no CUDA backend in this program: it needs ringgrad configured with CUDA "
+                      "(-DRINGGRAD_CUDA=ON) and the program linked with ringgrad::cuda (find_package(ringgrad "
+                      "COMPONENTS cuda))");
   } else if (cuda_device_count() == 0) {
     CHECK_THROWS_WITH(backend_for(DeviceKind::CUDA, "tanh"),
                       Catch::StartsWith("tanh: no CUDA GPU is visible to this process"));
