@@ -2,18 +2,23 @@
 // scaled_dot_product_attention, against the same attention composed from matmul, masked_fill,
 // softmax and matmul.
 //
-// [cpu] cases run in ringgrad_tests: values and float64 gradients against the composed ops, float64
-// gradcheck, errors; each with and without a key padding mask. [cuda] cases run in the CUDA test programs (a GPU, or
-// the kernel emulator): forward and backward on cuda:0 against the CPU, at sizes where the blocks' task loops, the tile
-// loops and the staging loops of kernels/cuda/attention.cu all go round more than once.
+// [cpu] cases run in ringgrad_tests: values and float64 gradients against the composed ops (also at
+// sizes where every block loop of kernels/cpu/attention.cpp repeats, with partial blocks), float64
+// gradcheck, the same bits on 1 and 2 threads, errors; each with and without a key padding mask. [cuda] cases run in
+// the CUDA test programs (a GPU, or the kernel emulator): forward and backward on cuda:0 against the CPU, at sizes
+// where the blocks' task loops, the tile loops and the staging loops of kernels/cuda/attention.cu all go round more
+// than once.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ringgrad/core/cuda.h>
+#include <ringgrad/core/device.h>
 #include <ringgrad/core/gradcheck.h>
 #include <ringgrad/core/ops.h>
 #include <ringgrad/core/tensor.h>
@@ -111,6 +116,49 @@ TEST_CASE("scaled_dot_product_attention: a key padding mask, broadcast or full, 
     }
     check_against_composed({3, 11, 8}, {3, 9, 8}, {3, 9, 6}, causal, DType::f32, 2e-5,
                            padding_mask({3, 9}, [](int64_t b, int64_t j) { return j > b + 5; }));
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: sizes past the CPU kernel's blocks, with partial ones, equal the composed ops",
+          "[attention][cpu]") {
+  // kernels/cpu/attention.cpp takes queries and keys 64 rows at a time: 150 queries are 3 blocks
+  // (the last of 22 rows), 133 keys 3 (the last of 5), so the forward's online softmax runs across
+  // key blocks and the backward sums dk and dv over query blocks. Batch 0 pads a few keys in every
+  // key block; batch 1 pads keys 0..69, so with causal its first query block sees no key at all and
+  // the second sees none in some rows -- and every key of the first key block is padding.
+  const Tensor mask = padding_mask({2, 1, 133}, [](int64_t b, int64_t j) { return b == 0 ? j % 29 == 3 : j < 70; });
+  for (const bool causal : {false, true}) {
+    INFO("causal " << causal);
+    check_against_composed({2, 2, 150, 20}, {2, 2, 133, 20}, {2, 2, 133, 12}, causal, DType::f64, 1e-12, mask);
+    check_against_composed({2, 2, 150, 20}, {2, 2, 133, 20}, {2, 2, 133, 12}, causal, DType::f64, 1e-12);
+    check_against_composed({3, 70, 20}, {3, 133, 20}, {3, 133, 20}, causal, DType::f64, 1e-12);  // more keys
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: the CPU kernels give the same bits on 1 and 2 threads", "[attention][cpu]") {
+  // 6 problems of 3 query blocks: the forward's (problem, block) units and the backward's problems
+  // are split across threads when two are allowed. float32, so that any change of summation order
+  // would show in the last bits.
+  const Tensor mask = padding_mask({2, 3, 133}, [](int64_t bh, int64_t j) { return (j * 5 + bh) % 11 == 0; });
+  auto run = [&](int threads, bool causal) {
+    ringgrad::set_num_threads(threads);
+    const Tensor q = leaf({2, 3, 150, 20}, 50, DType::f32), k = leaf({2, 3, 133, 20}, 51, DType::f32);
+    const Tensor v = leaf({2, 3, 133, 12}, 52, DType::f32);
+    const Tensor out = scaled_dot_product_attention(q, k, v, mask, causal);
+    sum(out * randn(out.shape(), DType::f32, 53)).backward();
+    ringgrad::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    std::vector<std::vector<float>> results;
+    for (const Tensor& t : {out.detach(), q.grad(), k.grad(), v.grad()}) results.push_back(t.to_vector<float>());
+    return results;
+  };
+  for (const bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const auto one = run(1, causal), two = run(2, causal);
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < 4; ++i) {
+      INFO(names[i]);
+      CHECK(one[i] == two[i]);
+    }
   }
 }
 
