@@ -35,9 +35,10 @@
 #include <Eigen/Core>
 
 #include <ringgrad/kernels/attention.h>
+#include "kernels/cpu/eigen_map.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace kernels {
@@ -55,13 +56,6 @@ using unary_ops::math::exp_nonpositive;
 
 template <typename T>
 constexpr T kHidden = -std::numeric_limits<T>::infinity();  // the score of a key a query may not see
-
-template <typename T>
-using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ConstMatrixMap = Eigen::Map<const RowMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <typename T>
-using MatrixMap = Eigen::Map<RowMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // `rows` dense rows of `cols` elements, as a matrix.
 template <typename T>

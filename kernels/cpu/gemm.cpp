@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/eigen_map.h"
 #include "kernels/cpu/thread_pool.h"
 #include <ringgrad/kernels/unary_ops.h>  // the epilogue's activations: the same functors as relu() and gelu()
 
@@ -24,12 +25,8 @@ namespace ringgrad {
 namespace kernels {
 namespace {
 
-template <typename T>
-using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-template <typename T>
-using ConstMatrixMap = Eigen::Map<const RowMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
-template <typename T>
-using MatrixMap = Eigen::Map<RowMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+using cpu::ConstMatrixMap;
+using cpu::MatrixMap;
 
 // The leading dimension of a rows x cols row-major matrix as stored. With one row (or none) it is
 // never stepped over and callers may pass anything (a [1, n] tensor's stride can be 1 or 0), so it

@@ -26,7 +26,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/thread_pool.h"
-#include "kernels/unary_ops.h"
+#include <ringgrad/kernels/unary_ops.h>
 
 namespace ringgrad {
 namespace kernels {
