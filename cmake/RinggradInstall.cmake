@@ -60,15 +60,10 @@ install(EXPORT ringgrad-targets
   FILE ringgrad-targets.cmake
   DESTINATION ${RINGGRAD_INSTALL_CMAKEDIR})
 
-# What ringgrad-config.cmake must find before it loads the targets. A static library carries its
-# PRIVATE link dependencies along as $<LINK_ONLY:...> (the final link needs them); a shared one
-# does not. Eigen never appears: it is header-only and linked as $<BUILD_INTERFACE:...>.
-get_target_property(RINGGRAD_LIBRARY_TYPE ringgrad TYPE)
-if(RINGGRAD_LIBRARY_TYPE STREQUAL "STATIC_LIBRARY")
-  set(RINGGRAD_CONFIG_STATIC ON)
-else()
-  set(RINGGRAD_CONFIG_STATIC OFF)
-endif()
+# What ringgrad-config.cmake must find before it loads the targets: a static library carries its
+# PRIVATE link dependencies along as $<LINK_ONLY:...> (the final link needs them), and the parts are
+# always static. Eigen never appears: it is header-only and linked as $<BUILD_INTERFACE:...>. The
+# config reads RINGGRAD_CONFIG_PARTS, and NCCL_LIBRARY (the nccl part links NCCL by that path).
 
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/ringgrad-config.cmake.in

@@ -8,6 +8,7 @@
 #include <ringgrad/kernels/backend.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include <ringgrad/core/base/error.h>
@@ -17,22 +18,14 @@ namespace ringgrad {
 namespace kernels {
 namespace {
 
-// One slot per device kind but the CPU's. A function-local static: registrations come from static
-// initialisers of other libraries, whose order against this file's is unspecified.
-struct DeviceBackends {
-  std::mutex mutex;
-  std::array<DeviceBackendRegistration, 2> by_kind;  // indexed by DeviceKind
-};
-DeviceBackends& device_backends() {
-  static DeviceBackends backends;
-  return backends;
-}
-
-DeviceBackendRegistration registered(DeviceKind kind) {
-  DeviceBackends& backends = device_backends();
-  std::lock_guard<std::mutex> lock(backends.mutex);
-  return backends.by_kind.at(static_cast<size_t>(kind));
-}
+// One slot per device kind but the CPU's, indexed by DeviceKind. Atomics, zero before any static
+// initialiser runs: registrations come from other libraries' static initialisers, in an unspecified
+// order against this file's, and every CUDA op reads its slot, so reading takes no lock.
+using UsableFn = Backend& (*)(const char*);
+using InstanceFn = Backend& (*)();
+std::array<std::atomic<UsableFn>, 2> g_usable{};
+std::array<std::atomic<InstanceFn>, 2> g_instance{};
+std::mutex g_register_mutex;  // registrations only: one at a time
 
 }  // namespace
 
@@ -40,33 +33,35 @@ void register_device_backend(DeviceKind kind, DeviceBackendRegistration registra
   RINGGRAD_CHECK(kind != DeviceKind::CPU && registration.usable != nullptr && registration.instance != nullptr,
                  "register_device_backend: expected a non-CPU device kind and both functions, got kind ",
                  static_cast<int>(kind));
-  DeviceBackends& backends = device_backends();
-  std::lock_guard<std::mutex> lock(backends.mutex);
-  DeviceBackendRegistration& slot = backends.by_kind.at(static_cast<size_t>(kind));
+  const size_t k = static_cast<size_t>(kind);
+  std::lock_guard<std::mutex> lock(g_register_mutex);
+  const UsableFn usable = g_usable[k].load();
   // The same functions again: two copies of the library in one process (as kernels/family.h allows).
-  if (slot.usable == registration.usable && slot.instance == registration.instance) return;
-  RINGGRAD_CHECK(slot.usable == nullptr, "register_device_backend: device kind ", static_cast<int>(kind),
+  if (usable == registration.usable && g_instance[k].load() == registration.instance) return;
+  RINGGRAD_CHECK(usable == nullptr, "register_device_backend: device kind ", static_cast<int>(kind),
                  " already has a backend");
-  slot = registration;
+  g_instance[k].store(registration.instance);
+  g_usable[k].store(registration.usable);  // last: a reader that sees it sees the instance too
 }
 
 std::string no_cuda_backend_message(const char* call) {
   return detail::str(call,
                      ": no CUDA backend in this program: it needs ringgrad configured with CUDA (-DRINGGRAD_CUDA=ON) "
-                     "and the program linked with ringgrad::cuda (find_package(ringgrad COMPONENTS cuda))");
+                     "and the program linked with ringgrad::cuda (from find_package(ringgrad COMPONENTS cuda), or "
+                     "add_subdirectory)");
 }
 
 Backend& backend_for(DeviceKind kind, const char* op) {
   if (kind == DeviceKind::CPU) return cpu_backend();
-  const DeviceBackendRegistration r = registered(kind);
-  if (r.usable == nullptr) throw Error(no_cuda_backend_message(op));
-  return r.usable(op);  // throws, naming op, when no GPU is visible
+  const UsableFn usable = g_usable.at(static_cast<size_t>(kind)).load();
+  if (usable == nullptr) throw Error(no_cuda_backend_message(op));
+  return usable(op);  // throws, naming op, when no GPU is visible
 }
 
 Backend* built_backend(DeviceKind kind) {
   if (kind == DeviceKind::CPU) return &cpu_backend();
-  const DeviceBackendRegistration r = registered(kind);
-  return r.instance == nullptr ? nullptr : &r.instance();
+  if (g_usable.at(static_cast<size_t>(kind)).load() == nullptr) return nullptr;
+  return &g_instance.at(static_cast<size_t>(kind)).load()();
 }
 
 // ---- Backend's device runtime, for a backend without one --------------------------------------------

@@ -82,11 +82,12 @@ ProcessGroup::ProcessGroup(int rank, int size, std::chrono::milliseconds timeout
 // initialiser (install_nccl, install_gloo), and this file, which every program has, only forwards.
 constexpr const char* kNoNccl =
     "backend \"nccl\" is not in this build of the program: it needs ringgrad configured with CUDA and NCCL, and "
-    "the program linked with ringgrad::nccl (find_package(ringgrad COMPONENTS nccl)); use backend \"ring\"";
+    "the program linked with ringgrad::nccl (from find_package(ringgrad COMPONENTS nccl), or add_subdirectory); use "
+    "backend \"ring\"";
 constexpr const char* kNoGloo =
     "backend \"gloo\" is not in this build of the program: it needs ringgrad configured with Gloo (apt-get "
-    "install libgloo-dev), and the program linked with ringgrad::gloo (find_package(ringgrad COMPONENTS gloo)); use "
-    "backend \"ring\"";
+    "install libgloo-dev), and the program linked with ringgrad::gloo (from find_package(ringgrad COMPONENTS gloo), "
+    "or add_subdirectory); use backend \"ring\"";
 
 namespace {
 std::atomic<NcclGroupMaker> g_nccl_maker{nullptr};

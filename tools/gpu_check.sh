@@ -191,7 +191,7 @@ if (( built )); then
   fi
   ddp_n=$(( gpus >= 2 ? gpus : 2 ))
   stage dp-vs-ddp 40 150 "$build/bench/dp_vs_ddp" --device cuda --devices "$ddp_n" --batch "$(( 1024 / ddp_n * ddp_n ))" \
-    --python "$python" --model --json "$logs/dp_vs_ddp_cuda.json" --trace "$logs/dp_vs_ddp_traces"
+    --python "$python" --scaling-model --json "$logs/dp_vs_ddp_cuda.json" --trace "$logs/dp_vs_ddp_traces"
 fi
 
 # ---- the summary, last ----------------------------------------------------------------------------

@@ -74,7 +74,7 @@ Options parse(int argc, char** argv) {
   flags.add_int("--gpt-heads", &o.gpt.heads, "with --model gpt: attention heads; must divide --gpt-width", 1, 1 << 16);
   flags.add_int("--context", &o.gpt.context, "with --model gpt: tokens per sequence", 1, 1 << 16);
   flags.add_int("--batch", &o.batch, "global batch (gpt: sequences); must divide by --devices", 1, 1 << 24)
-      .default_text("256 (mlp), 16 (gpt)");
+      .default_text("256 (mlp), 16 (gpt, rounded up to a multiple of --devices)");
   flags.add_int("--steps", &o.steps, "timed steps per mode", 1, 1000000);
   flags.add_int("--warmup", &o.warmup, "untimed steps before them", 0, 1000000);
   flags.add_double("--lr", &o.lr, "SGD learning rate, with momentum 0.9", 0.0, 1e3);
@@ -101,7 +101,7 @@ Options parse(int argc, char** argv) {
   flags.add_list("--caps", &o.caps, "bucket caps (MB) that ddp-bucketed sweeps", 0.0, 1e6)
       .default_text("1,5,25,100 (mlp), 0.25,1,4,25 (gpt)");
   flags.add_double("--first-cap", &o.first_cap, "ddp-bucketed's first bucket cap (MB)", 0.0, 1e6)
-      .default_text("PyTorch's: 1, or the cap when smaller");
+      .default_text("1 (PyTorch's), or the cap when smaller");
   flags.add_choice("--data", &o.data, {"synthetic", "fashion-mnist"}, "random inputs, or Fashion-MNIST's images");
   flags.add_double("--tolerance", &o.tolerance, "largest |parameter - single's| counted as correct", 0.0, 1e6);
   flags.add_string("--json", &o.json, "write the results as JSON").metavar("FILE");
@@ -133,7 +133,7 @@ Options parse(int argc, char** argv) {
     if (o.gpt.width % o.gpt.heads != 0)
       flags.exit_with_usage("--gpt-heads must divide --gpt-width, got --gpt-width " + std::to_string(o.gpt.width) +
                             " and --gpt-heads " + std::to_string(o.gpt.heads));
-    if (!flags.was_set("--batch")) o.batch = 16;
+    if (!flags.was_set("--batch")) o.batch = (16 + o.devices - 1) / o.devices * o.devices;
     if (!flags.was_set("--caps")) o.caps = {0.25, 1, 4, 25};
   } else {
     for (const char* flag : {"--gpt-layers", "--gpt-width", "--gpt-heads", "--context"})

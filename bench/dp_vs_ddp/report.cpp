@@ -198,7 +198,7 @@ DdpShape shape_of(const ModeResult& r) {
   if (r.mode == "ddp-naive") return {0, 0, false};
   if (r.mode == "ddp-flat") return {1e6, 1e6, false};
   if (r.mode == "ddp-overlap") return {0, 0, true};
-  return {r.cap_mb, std::min(1.0, r.cap_mb), true};
+  return {r.cap_mb, r.first_cap_mb, true};  // as measured: --first-cap, or its default
 }
 
 ModelOutput scaling_model(const Run& run) {

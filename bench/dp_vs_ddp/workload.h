@@ -53,7 +53,8 @@ struct Options {
   std::vector<std::string> modes = {"single",      "dp",           "ddp-naive",  "ddp-flat",
                                     "ddp-overlap", "ddp-bucketed", "ddp-no_sync"};
   std::vector<double> caps = {1, 5, 25, 100};  // ddp-bucketed's bucket_cap_mb sweep ("MB" as PyTorch says; 2^20 bytes)
-  // The first bucket's cap: PyTorch's 1 MB, or the cap when that is smaller. NAN: that default.
+  // The first bucket's cap (--first-cap). NAN: 1 MB (PyTorch's first bucket), or the cap when that is
+  // smaller (PyTorch keeps 1 MB whatever the cap; here a sweep below 1 MB cuts the first bucket too).
   double first_cap = NAN;
   std::string data = "synthetic";  // or "fashion-mnist" (the real images)
   double tolerance = 1e-4;         // correct: max |parameter - single's| after the run is at most this

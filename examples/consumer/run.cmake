@@ -1,19 +1,18 @@
-# examples/consumer/run.cmake: the `consumer_find_package` and `consumer_add_subdirectory` tests
-# (cmake -P). Each builds one of the two projects beside this file and runs its app; any failing
-# step fails the test.
+# examples/consumer/run.cmake: the `consumer_find_package`, `consumer_find_package_hidden` and
+# `consumer_add_subdirectory` tests (cmake -P). Each builds one of the two projects beside this file
+# and runs its app; any failing step fails the test.
 #
 #   MODE=find_package      `cmake --install` the ringgrad build in RINGGRAD_BUILD_DIR into a scratch
 #                          prefix under WORK_DIR, then configure, build and run find_package/ against
 #                          it. Catches a header left out of the install, a dependency the config
-#                          forgets to find, or an include path that only works in-tree. Then:
-#                          1. the CPU-only program (ringgrad::ringgrad) is configured, built and run
-#                             as on a machine without the CUDA toolkit, NCCL and Gloo
-#                             (without_gpu_stack.sh hides them; without root it cannot, and the test
-#                             says "hidden checks skipped"), and must need none of their libraries;
-#                          2. there, asking for the parts this build has (COMPONENTS cuda ...) must
-#                             fail at configure time, naming what is missing;
-#                          3. here, with them, the parts program (parts.cpp) must find, link and
-#                             have exactly the parts it asked for.
+#                          forgets to find, or an include path that only works in-tree. The
+#                          CPU-only program (ringgrad::ringgrad) must need none of CUDA's, NCCL's
+#                          or Gloo's libraries; then the parts program (parts.cpp) must find, link
+#                          and have exactly the parts this build has (PARTS).
+#     with HIDDEN=ON       the same, run inside without_gpu_stack.sh (consumer_find_package_hidden),
+#                          as on a machine without the CUDA toolkit, NCCL and Gloo: the CPU-only
+#                          program must configure, build and run, and asking for the parts must
+#                          fail at configure time, naming what is missing.
 #   MODE=add_subdirectory  configure, build and run add_subdirectory/, which compiles ringgrad again
 #                          from RINGGRAD_SOURCE_DIR (CPU only). Catches a missing ringgrad::ringgrad
 #                          alias, a path that assumes ringgrad is the top-level project, and tests
@@ -40,6 +39,9 @@ if(NOT BUILD_TYPE)
   set(BUILD_TYPE Release)
 endif()
 set(test_name consumer_${MODE})
+if(HIDDEN)
+  set(test_name consumer_${MODE}_hidden)
+endif()
 set(build ${WORK_DIR}/build)
 
 # step(name command...): runs one command, echoes it, and stops the test if it fails.
@@ -77,19 +79,10 @@ if(MODE STREQUAL "find_package")
   set(prefix ${WORK_DIR}/prefix)
   file(REMOVE_RECURSE ${WORK_DIR})  # a stale prefix could hide a file the install forgot
   step(install ${CMAKE_COMMAND} --install ${RINGGRAD_BUILD_DIR} --prefix ${prefix})
-  # As on a machine without CUDA, NCCL and Gloo, when this machine lets us hide them.
-  set(hide ${CMAKE_CURRENT_LIST_DIR}/without_gpu_stack.sh)
-  execute_process(COMMAND sh ${hide} true RESULT_VARIABLE hide_rc OUTPUT_QUIET ERROR_QUIET)
-  if(hide_rc EQUAL 0)
-    set(without sh ${hide})
-  else()
-    set(without)
-    message(STATUS "${test_name}: cannot hide CUDA, NCCL and Gloo here (needs root): hidden checks skipped")
-  endif()
   set(find_args -D CMAKE_BUILD_TYPE=${BUILD_TYPE} -D CMAKE_PREFIX_PATH=${prefix}
     # Not a build tree registered in ~/.cmake/packages either.
     -D CMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -D CMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
-  step(configure ${without} ${CMAKE_COMMAND} ${configure_args} -B ${build} ${find_args})
+  step(configure ${CMAKE_COMMAND} ${configure_args} -B ${build} ${find_args})
   # Only the scratch prefix may have satisfied find_package(ringgrad), not a system-wide copy.
   file(STRINGS ${build}/CMakeCache.txt found_dir REGEX "^ringgrad_DIR:")
   string(REGEX REPLACE "^ringgrad_DIR:[A-Z]+=" "" found_dir "${found_dir}")
@@ -97,8 +90,8 @@ if(MODE STREQUAL "find_package")
   if(NOT from_prefix)
     message(FATAL_ERROR "${test_name}: expected ringgrad from ${prefix}, found it in '${found_dir}'")
   endif()
-  step(build ${without} ${CMAKE_COMMAND} --build ${build})
-  step(run ${without} ${build}/app)
+  step(build ${CMAKE_COMMAND} --build ${build})
+  step(run ${build}/app)
   if(NOT step_output MATCHES "OK")
     message(FATAL_ERROR "${test_name}: app exited 0 but did not print OK")
   endif()
@@ -112,10 +105,11 @@ if(MODE STREQUAL "find_package")
   if(parts)
     # Commas, not semicolons: a ';' would split the argument in two here.
     set(parts_args ${configure_args} ${find_args} -DRINGGRAD_COMPONENTS=${PARTS})
-    if(without)  # asking for a part the machine lacks fails when the program is configured
+    if(HIDDEN)  # asking for a part the machine lacks fails when the program is configured
       list(GET parts 0 first_part)
-      step_fails(configure_parts_without "component ${first_part} not found"
-        ${without} ${CMAKE_COMMAND} ${parts_args} -B ${WORK_DIR}/parts_hidden_build)
+      step_fails(configure_parts "component ${first_part} not found"
+        ${CMAKE_COMMAND} ${parts_args} -B ${WORK_DIR}/parts_build)
+      return()
     endif()
     step(configure_parts ${CMAKE_COMMAND} ${parts_args} -B ${WORK_DIR}/parts_build)
     step(build_parts ${CMAKE_COMMAND} --build ${WORK_DIR}/parts_build)
@@ -123,9 +117,6 @@ if(MODE STREQUAL "find_package")
     if(NOT step_output MATCHES "OK")
       message(FATAL_ERROR "${test_name}: parts_app exited 0 but did not print OK")
     endif()
-  endif()
-  if(NOT without)
-    message(STATUS "${test_name}: hidden checks skipped")
   endif()
   return()
 else()

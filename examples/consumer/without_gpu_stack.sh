@@ -3,7 +3,8 @@
 # CUDA toolkit, NCCL and Gloo, which this machine has. consumer_find_package (run.cmake) builds and
 # runs the CPU-only consumer this way: the installed ringgrad must not need any of them.
 #
-# How: a private mount namespace (unshare; needs root, exits 77 without it), in which each folder that
+# How: a private mount namespace (unshare; needs root: without it, or where the toolkit lives in /usr
+# itself and cannot be hidden, it exits 77, which CTest counts as skipped), in which each folder that
 # holds a piece of them is covered by a view of itself without those pieces. A view is a tmpfs with
 # the folder's other entries bind-mounted into it from a second mount of the original (bind mounts,
 # not symbolic links: a path such as /usr/lib/gcc/.../../../../include must climb back through the
@@ -11,7 +12,8 @@
 # namespace changes, and it ends with COMMAND. Hidden:
 #   - the CUDA toolkit's folders (/usr/local/cuda*, and nvvm, targets beside them), and in
 #     /usr/local/{bin,include,lib,lib64} every entry whose name the toolkit also has there (some
-#     installers copy the toolkit into /usr/local itself);
+#     installers copy the toolkit into /usr/local itself); a toolkit elsewhere (the folder above
+#     nvcc's bin/, or CUDA_PATH / CUDA_HOME / CUDAToolkit_ROOT) is covered by an empty folder;
 #   - NCCL and Gloo (libnccl*, nccl*.h, libgloo*, gloo/, Gloo/) in /usr/lib, /usr/include, /usr/share/cmake
 #     and /usr/lib/<multiarch>.
 set -eu
@@ -24,10 +26,15 @@ if [ -z "${RINGGRAD_WITHOUT_GPU_STACK:-}" ]; then
     echo "without_gpu_stack.sh: cannot hide CUDA, NCCL and Gloo here (needs root and unshare --mount)" >&2
     exit 77
   fi
-  exec unshare --mount --propagation private env RINGGRAD_WITHOUT_GPU_STACK=1 sh "$0" "$@"
+  # The folder the namespace mounts its views on; made and removed out here, where it is empty.
+  hide_root="$(mktemp -d /tmp/without_gpu_stack.XXXXXX)"
+  status=0
+  unshare --mount --propagation private env RINGGRAD_WITHOUT_GPU_STACK="$hide_root" sh "$0" "$@" || status=$?
+  rmdir "$hide_root"
+  exit "$status"
 fi
 
-hide_root="$(mktemp -d /tmp/without_gpu_stack.XXXXXX)"
+hide_root="$RINGGRAD_WITHOUT_GPU_STACK"
 mount -t tmpfs tmpfs "$hide_root"
 # The names the toolkit has, read before anything is hidden (hiding /usr/local hides the toolkit too).
 toolkit="$(readlink -f /usr/local/cuda 2>/dev/null || true)"
@@ -50,6 +57,23 @@ is_hidden() {
   esac
   return 1
 }
+
+# A toolkit outside /usr/local: the folder above nvcc's bin/, and what the usual variables name.
+nvcc_path="$(command -v nvcc 2>/dev/null || true)"
+nvcc_root=""
+if [ -n "$nvcc_path" ]; then nvcc_root="$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")"; fi
+for root in "$nvcc_root" "${CUDA_PATH:-}" "${CUDA_HOME:-}" "${CUDAToolkit_ROOT:-}"; do
+  [ -n "$root" ] && [ -d "$root" ] || continue
+  root="$(readlink -f "$root")"
+  case "$root" in
+    /usr/local|/usr/local/cuda*) ;;  # the folders below handle these
+    /usr|/)
+      echo "without_gpu_stack.sh: the CUDA toolkit is installed in $root itself, which cannot be hidden" >&2
+      exit 77 ;;
+    *) mount -t tmpfs tmpfs "$root"
+       echo "without_gpu_stack.sh: hid $root" >&2 ;;
+  esac
+done
 
 count=0
 for folder in /usr/local /usr/local/bin /usr/local/include /usr/local/lib /usr/local/lib64 /usr/lib /usr/include \

@@ -515,8 +515,8 @@ TEST_CASE("backend_for: a CUDA request names the op and says how to get CUDA", "
   if (!built_with_cuda()) {
     CHECK_THROWS_WITH(backend_for(DeviceKind::CUDA, "tanh"),
                       "tanh: no CUDA backend in this program: it needs ringgrad configured with CUDA "
-                      "(-DRINGGRAD_CUDA=ON) and the program linked with ringgrad::cuda (find_package(ringgrad "
-                      "COMPONENTS cuda))");
+                      "(-DRINGGRAD_CUDA=ON) and the program linked with ringgrad::cuda (from find_package(ringgrad "
+                      "COMPONENTS cuda), or add_subdirectory)");
   } else if (cuda_device_count() == 0) {
     CHECK_THROWS_WITH(backend_for(DeviceKind::CUDA, "tanh"),
                       Catch::StartsWith("tanh: no CUDA GPU is visible to this process"));
