@@ -5,7 +5,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include <ringgrad/core/base/error.h>
@@ -18,6 +17,22 @@ namespace {
 
 // How often a wait looks at the clock, the abort flags and the neighbours' pids.
 constexpr std::chrono::milliseconds kCheckInterval(20);
+// A rank waiting on shared memory alone spins kSpin, then yields the core until kYield, then sleeps
+// on a futex. A neighbour on another core that is about to answer does so within the spin, with no
+// system call; yielding lets a rank that shares this core run, while a free core keeps looking. The
+// futex sleep is left for longer waits because waking a sleeper costs a system call and, on a VM, a
+// halted virtual CPU's wake-up: tens of microseconds that a 4-byte all-reduce would pay each step.
+constexpr std::chrono::microseconds kSpin(4), kYield(50);
+// While both shared-memory halves are busy a rank sleeps on the receiving half's futex: data that
+// arrives wakes it at once. Room to send does not (one futex at a time), so that sleep is cut at
+// this: by then the next rank has at most drained part of the slots this rank filled, 2 MiB.
+constexpr std::chrono::microseconds kSendNap(20);
+
+void pause_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 }  // namespace
 
@@ -56,7 +71,7 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
   if (recv_bytes > 0) recv_->begin(recv_tag, recv_into, recv_bytes, on_received ? &on_received : nullptr);
   bool sending = send_bytes > 0 && !send_->done(), receiving = recv_bytes > 0 && !recv_->done();
   int idle_rounds = 0;
-  auto last_check = Clock::now();
+  auto last_check = Clock::now(), idle_since = last_check;
   while (sending || receiving) {
     // Both halves every round: the receiving half is never starved by a sender with room to go on.
     const bool sent = sending && send_->progress();
@@ -68,10 +83,10 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
       continue;
     }
 
-    // Neither could move: wait. Sockets can be slept on in poll(); shared memory cannot, so while
-    // a shared-memory half is busy the wait spins (a neighbour on another core answers within
-    // nanoseconds), then yields the core (ranks may outnumber cores), then naps, looking at the
-    // sockets between naps.
+    // Neither could move: wait. Sockets are slept on in poll(), shared memory on a futex in the
+    // channel's page (futex.h), after spinning and yielding a while; the neighbour wakes it. While a socket half
+    // and a shared-memory half are both busy, neither sleep sees the other half, so the wait spins,
+    // yields the core, then sleeps in ppoll() on the socket, looking at shared memory between naps.
     pollfd fds[2];
     nfds_t count = 0;
     bool memory_busy = false;
@@ -87,29 +102,38 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
       else
         memory_busy = true;
     }
-    ++idle_rounds;
-    if (memory_busy && idle_rounds < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+    if (++idle_rounds == 1) idle_since = Clock::now();
+    if (memory_busy && count == 0) {
+      const auto now = Clock::now();
+      if (now - idle_since < kSpin) {
+        pause_cpu();
+        continue;
+      }
+      if (now - idle_since < kYield) {
+        sched_yield();
+        continue;
+      }
+      // Until the next check is due (or the deadline), so a dead neighbour is still noticed.
+      const auto until_check = std::chrono::duration_cast<std::chrono::microseconds>(
+          std::min<Clock::time_point>(last_check + kCheckInterval, deadline) - now);
+      if (receiving)
+        recv_->wait_ready(sending ? std::min(until_check, kSendNap) : until_check);
+      else
+        send_->wait_ready(until_check);
+    } else if (memory_busy && idle_rounds < 256) {
+      pause_cpu();
       continue;
-    }
-    if (memory_busy && idle_rounds < 512) {
+    } else if (memory_busy && idle_rounds < 512) {
       sched_yield();
       continue;
-    }
-    if (memory_busy) {
-      if (count > 0) {
-        // A socket half is busy too, and the network is the slow side: sleep until the socket is
-        // ready, for at most 200 us before looking at shared memory again. With 20 us, as for
-        // shared memory alone, the wake-ups took the cycles of the TCP stack on a full machine:
-        // 2 hosts x 2 ranks on 2 cores, 1 Gbit/s, 64 MB moved at 88 % of the link, with 200 us at
-        // 93 %, small messages as fast (docs/multi_host.md).
-        const timespec nap{0, 200000};
-        ::ppoll(fds, count, &nap, nullptr);
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
+    } else if (memory_busy) {
+      // A socket half is busy too, and the network is the slow side: sleep until the socket is
+      // ready, for at most 200 us before looking at shared memory again. With 20 us naps the
+      // wake-ups took the cycles of the TCP stack on a full machine: 2 hosts x 2 ranks on 2 cores,
+      // 1 Gbit/s, 64 MB moved at 88 % of the link, with 200 us at 93 %, small messages as fast
+      // (docs/multi_host.md).
+      const timespec nap{0, 200000};
+      ::ppoll(fds, count, &nap, nullptr);
     } else {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       ::poll(fds, count, static_cast<int>(std::clamp<long long>(left, 0, kCheckInterval.count())));

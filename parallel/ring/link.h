@@ -11,14 +11,17 @@
 // neighbour on this host, TCP to one on another (a host's ranks sit next to each other on the ring,
 // ring_order.h, so only the ranks at a host's two ends have a TCP half). A half never blocks: it
 // moves what it can and says whether it did. exchange() drives both halves from one loop, and only
-// when neither could move does it wait -- in poll() when every half still busy has a socket, or by
-// spinning, yielding, then napping when one is shared memory (which has no file descriptor).
+// when neither could move does it wait -- in poll() when every half still busy has a socket; on a
+// futex in the shared page when only shared memory is busy (futex.h), after spinning and yielding
+// for some tens of microseconds; in ppoll() with naps when a shared-memory half and a socket half
+// are both busy.
 //
 // Each message carries a tag (collective number and step) and its length; the receiver checks both,
 // so ranks that disagree on the order or the sizes of their collectives get an error naming the rank
 // and both values instead of silently mixing data or waiting until the timeout.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -47,6 +50,9 @@ class SendHalf {
   // Called while waiting: throws when the next rank aborted, or -- if `busy` (a message is under
   // way) -- died or let the deadline pass.
   virtual void check(Deadline deadline, bool busy) = 0;
+  // A half with no socket (poll_fd() -1: shared memory): sleeps until the other side may have made
+  // room -- it wakes this side -- or `timeout` passed. It may return early; the caller tries again.
+  virtual void wait_ready(std::chrono::microseconds timeout) { (void)timeout; }
   virtual void abort(const std::string& reason) = 0;  // tell the next rank, and stop
 };
 
@@ -62,6 +68,8 @@ class RecvHalf {
   virtual bool done() const = 0;
   virtual int poll_fd() const { return -1; }  // polls POLLIN
   virtual void check(Deadline deadline, bool busy) = 0;
+  // As SendHalf's: sleeps until the other side may have sent something, or `timeout` passed.
+  virtual void wait_ready(std::chrono::microseconds timeout) { (void)timeout; }
   virtual void abort(const std::string& reason) = 0;
   // The last step of connecting: after this rank's SendHalf is connected (see connect_ring_link).
   virtual void accept(Deadline deadline) = 0;

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include <ringgrad/core/base/error.h>
+#include "parallel/ring/futex.h"
 
 namespace ringgrad {
 namespace parallel {
@@ -28,6 +29,8 @@ namespace {
 // enough that a slot being reduced stays in the L2 cache.
 constexpr int kSlots = 16;
 constexpr size_t kSlotBytes = 128 << 10;
+// head and tail count modulo 2^32; `count % kSlots` names the same slot across the wrap.
+static_assert((uint64_t{1} << 32) % kSlots == 0, "kSlots must divide 2^32");
 }  // namespace
 
 struct ShmChannel {
@@ -36,14 +39,22 @@ struct ShmChannel {
     uint64_t message_bytes;  // the whole message's length, checked against what the reader expects
     uint64_t piece_bytes;    // bytes in this slot
   };
-  alignas(64) std::atomic<uint64_t> head;  // pieces written, ever (only the writer stores it)
-  alignas(64) std::atomic<uint64_t> tail;  // pieces consumed, ever (only the reader stores it)
+  // Pieces written and consumed, modulo 2^32 (each stored by one side only). They are also the
+  // futex words (futex.h): a reader with nothing to read sleeps on head until the writer moves it, a
+  // writer with no free slot on tail until the reader moves it.
+  alignas(64) std::atomic<uint32_t> head;  // only the writer stores it
+  alignas(64) std::atomic<uint32_t> tail;  // only the reader stores it
+  // 1 while that side may be asleep on the other's counter. The other side reads it after each
+  // store to its counter and makes the FUTEX_WAKE system call only when it is set, so a rank that
+  // keeps up with its neighbour moves data with no system call at all.
+  alignas(64) std::atomic<uint32_t> reader_sleeping;
+  alignas(64) std::atomic<uint32_t> writer_sleeping;
   alignas(64) std::atomic<uint32_t> aborted;
   char abort_reason[256];
   SlotInfo info[kSlots];
   alignas(64) uint8_t slots[kSlots][kSlotBytes];
 };
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared-memory atomics must be lock-free");
 
 namespace {
 
@@ -93,7 +104,7 @@ ShmChannel* map_channel(const std::string& name, bool create) {
   ::close(fd);                                                     // the mapping keeps the memory alive
   if (memory == MAP_FAILED && create) ::shm_unlink(name.c_str());  // a name no one can use: gone
   RINGGRAD_CHECK(memory != MAP_FAILED, "ring: mmap of '", name, "' failed: ", std::strerror(err));
-  // A fresh segment is zero-filled, which is exactly head = tail = aborted = 0.
+  // A fresh segment is zero-filled, which is exactly head = tail = 0, nobody asleep, not aborted.
   return static_cast<ShmChannel*>(memory);
 }
 
@@ -122,6 +133,25 @@ std::string channel_key(const std::string& keys, int rank) {
   return keys + "/shm/" + std::to_string(rank) + "/channel";
 }
 std::string mapped_key(const std::string& keys, int rank) { return keys + "/shm/" + std::to_string(rank) + "/mapped"; }
+
+// Moves this side's `counter` (head or tail) to `value` -- which also publishes the slot written or
+// frees the slot read -- and wakes the other side if it may be asleep on it. This side stores the
+// counter, then loads the flag; sleep_while stores the flag, then loads the counter. All four are
+// sequentially consistent, so at least one side sees the other's store: either the sleeper sees the
+// new count and does not sleep, or this side sees the flag and wakes it (a sleep that starts after
+// the wake-up finds the new count in the kernel and returns at once). No wake-up is lost.
+void advance(std::atomic<uint32_t>& counter, uint32_t value, const std::atomic<uint32_t>& sleeping) {
+  counter.store(value, std::memory_order_seq_cst);
+  if (sleeping.load(std::memory_order_seq_cst) != 0) futex_wake(&counter);
+}
+
+// Sleeps while the other side's `counter` still equals `unchanged`, for at most `timeout`.
+void sleep_while(std::atomic<uint32_t>& counter, uint32_t unchanged, std::atomic<uint32_t>& sleeping,
+                 std::chrono::microseconds timeout) {
+  sleeping.store(1, std::memory_order_seq_cst);
+  if (counter.load(std::memory_order_seq_cst) == unchanged) futex_wait(&counter, unchanged, timeout);
+  sleeping.store(0, std::memory_order_relaxed);
+}
 
 void set_abort(ShmChannel* channel, int rank, const std::string& reason) {
   if (channel == nullptr) return;
@@ -190,8 +220,8 @@ void ShmRecv::begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on
 }
 
 bool ShmRecv::progress() {
-  const uint64_t tail = channel_->tail.load(std::memory_order_relaxed);
-  if (channel_->head.load(std::memory_order_acquire) <= tail) return false;
+  const uint32_t tail = channel_->tail.load(std::memory_order_relaxed);
+  if (channel_->head.load(std::memory_order_acquire) == tail) return false;  // empty
   const ShmChannel::SlotInfo info = channel_->info[tail % kSlots];
   RINGGRAD_CHECK(info.tag == tag_ && info.message_bytes == bytes_ && info.piece_bytes <= bytes_ - received_,
                  "ring: ", prev_name_, " sent ", info.message_bytes, " bytes for ", describe_tag(info.tag),
@@ -203,9 +233,14 @@ bool ShmRecv::progress() {
     piece = into_ + received_;
   }
   if (on_received_ != nullptr) (*on_received_)(piece, received_, info.piece_bytes);
-  channel_->tail.store(tail + 1, std::memory_order_release);  // the slot may now be overwritten
+  advance(channel_->tail, tail + 1, channel_->writer_sleeping);  // the slot may now be overwritten
   received_ += info.piece_bytes;
   return true;
+}
+
+void ShmRecv::wait_ready(std::chrono::microseconds timeout) {
+  // Empty while head == tail, and only this side moves tail.
+  sleep_while(channel_->head, channel_->tail.load(std::memory_order_relaxed), channel_->reader_sleeping, timeout);
 }
 
 void ShmRecv::check(Deadline deadline, bool busy) {
@@ -240,14 +275,20 @@ void ShmSend::begin(uint64_t tag, const void* data, size_t bytes) {
 }
 
 bool ShmSend::progress() {
-  const uint64_t head = channel_->head.load(std::memory_order_relaxed);
-  if (head - channel_->tail.load(std::memory_order_acquire) >= static_cast<uint64_t>(kSlots)) return false;  // full
+  const uint32_t head = channel_->head.load(std::memory_order_relaxed);
+  if (head - channel_->tail.load(std::memory_order_acquire) >= static_cast<uint32_t>(kSlots)) return false;  // full
   const size_t piece = std::min(kSlotBytes, bytes_ - sent_);
   std::memcpy(channel_->slots[head % kSlots], data_ + sent_, piece);
   channel_->info[head % kSlots] = {tag_, bytes_, piece};
-  channel_->head.store(head + 1, std::memory_order_release);  // publishes the slot's bytes and info
+  advance(channel_->head, head + 1, channel_->reader_sleeping);  // publishes the slot's bytes and info
   sent_ += piece;
   return true;
+}
+
+void ShmSend::wait_ready(std::chrono::microseconds timeout) {
+  // Full while tail == head - kSlots, and only this side moves head.
+  const uint32_t full_at = channel_->head.load(std::memory_order_relaxed) - static_cast<uint32_t>(kSlots);
+  sleep_while(channel_->tail, full_at, channel_->writer_sleeping, timeout);
 }
 
 void ShmSend::check(Deadline deadline, bool busy) {

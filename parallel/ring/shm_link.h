@@ -5,7 +5,10 @@
 // piece of its message into the next free slot and advances `head`; the receiver reduces (or copies)
 // straight out of the slot and advances `tail`. head and tail are atomics in the shared page, each on
 // its own cache line, so the two processes never write the same line. No system call is made per
-// message; a waiting side spins briefly, then yields, then sleeps in short naps (RingLink::exchange).
+// message while both sides keep up: a side with nothing to do spins, then yields the core, for some
+// tens of microseconds, then sleeps on head or tail itself as a futex (futex.h), and the other side
+// wakes it -- a system call made only when a flag in the page says that someone sleeps
+// (RingLink::exchange).
 //
 // Cleanup: once both sides have mapped a channel its name is unlinked, so the memory disappears
 // with the last process that maps it -- on a normal exit or a crash alike. A peer that dies is
@@ -40,6 +43,7 @@ class ShmRecv final : public RecvHalf {
   bool progress() override;
   bool done() const override { return received_ == bytes_; }
   void check(Deadline deadline, bool busy) override;
+  void wait_ready(std::chrono::microseconds timeout) override;  // on the channel's head (futex.h)
   void abort(const std::string& reason) override;
   void accept(Deadline deadline) override;  // waits until prev mapped the channel, then unlinks its name
 
@@ -71,6 +75,7 @@ class ShmSend final : public SendHalf {
   bool progress() override;
   bool done() const override { return sent_ == bytes_; }
   void check(Deadline deadline, bool busy) override;
+  void wait_ready(std::chrono::microseconds timeout) override;  // on the channel's tail (futex.h)
   void abort(const std::string& reason) override;
 
  private:

@@ -7,10 +7,12 @@
 // on sizes -- plus a slow rank that must not fail.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -111,6 +113,60 @@ TEST_CASE("ring: a rank killed mid all-reduce makes the others fail fast and nam
     CHECK(job.ranks[r].exit_code == 3);
     CHECK(job.ranks[r].output.find("rank 1") != std::string::npos);
   }
+}
+
+// The numbers after `label` in a worker's line, up to its end or a ';'.
+std::vector<double> numbers_after(const std::string& output, const std::string& label) {
+  std::vector<double> numbers;
+  const size_t at = output.find(label);
+  if (at == std::string::npos) return numbers;
+  std::istringstream line(output.substr(at + label.size(), output.find_first_of(";\n", at) - at - label.size()));
+  for (double x; line >> x;) numbers.push_back(x);
+  return numbers;
+}
+
+TEST_CASE("ring: a rank asleep on shared memory is woken at once by its neighbour's data", "[ring][shm]") {
+  // Rank 0 sleeps on the channel's futex for 50 ms each round before rank 1 sends. A lost wake-up
+  // would leave it asleep until its next check, 20 ms later; the median over 7 rounds allows for a
+  // busy machine's scheduling but not for that.
+  const JobResult job = spawn_ranks(2, kWorker, {"wake", "shm"}, {{"VICTIM", "1"}}, std::chrono::seconds(60));
+  INFO(all_output(job));
+  REQUIRE(all_succeeded(job));
+  const std::string& out = job.ranks[0].output;
+  const std::vector<double> median = numbers_after(out, "; median ");
+  REQUIRE(median.size() == 1);
+  CHECK(median[0] < 5.0);
+  // It slept rather than spun: about 7 x 50 ms waited, on a few ms of CPU.
+  const size_t waited_at = out.find("waited ");
+  REQUIRE(waited_at != std::string::npos);
+  double waited_ms = 0, cpu_ms = 0;
+  REQUIRE(std::sscanf(out.c_str() + waited_at, "waited %lf ms on %lf ms of CPU", &waited_ms, &cpu_ms) == 2);
+  CHECK(waited_ms > 300);
+  CHECK(cpu_ms < 0.1 * waited_ms);
+}
+
+TEST_CASE("ring: a rank killed while its neighbour sleeps on shared memory fails the ring fast, naming it",
+          "[ring][shm]") {
+  const int world = GENERATE(2, 3);
+  const JobResult job = spawn_ranks(world, kWorker, {"die_asleep", "shm"}, {{"VICTIM", "1"}, {"TIMEOUT_MS", "60000"}},
+                                    std::chrono::seconds(30));
+  INFO(all_output(job));
+  CHECK_FALSE(job.timed_out);
+  CHECK(job.ranks[1].signal == 9);
+  for (int r = 0; r < world; ++r) {
+    if (r == 1) continue;
+    CHECK(job.ranks[r].exit_code == 3);
+    CHECK(job.ranks[r].output.find("rank 1") != std::string::npos);
+    // 300 ms asleep before the kill, then at most a check interval or two (the ranks not next to
+    // rank 1 learn it from their neighbours' aborts).
+    const std::vector<double> into = numbers_after(job.ranks[r].output, "failed ");
+    REQUIRE(into.size() == 1);
+    CHECK(into[0] < 2000);
+  }
+  // The rank after rank 1 waits for its data, and sees it die; the others hear of it from it.
+  const std::string& after = job.ranks[2 % world].output;
+  CHECK(after.find("rank 1 (pid ") != std::string::npos);
+  CHECK(after.find(") died during") != std::string::npos);
 }
 
 TEST_CASE("ring: a slow rank within the timeout is waited for", "[ring]") {

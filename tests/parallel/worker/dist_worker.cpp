@@ -17,6 +17,7 @@
 #include <ringgrad/parallel/store.h>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -379,6 +380,73 @@ int main(int argc, char** argv) {
       Tensor t = full({1000}, 1.0);
       pg->all_reduce(t)->wait();
       EXPECT(element(t, 0) == pg->size(), "all_reduce: got ", element(t, 0));
+    } else if (scenario == "wake") {
+      // Rank 0 waits in each all-reduce while the victim sleeps 50 ms before joining it: over shared
+      // memory rank 0 sleeps on the channel's futex by then, and the victim's data must wake it at
+      // once. The victim contributes the time it joined (steady_clock is CLOCK_MONOTONIC, one clock
+      // for every process of the host), so the sum tells rank 0 how long the wake-up took.
+      // Meanwhile rank 0 must really sleep: its CPU time over the waits stays a small part of them.
+      auto cpu_ms = [] {
+        rusage usage{};
+        ::getrusage(RUSAGE_SELF, &usage);
+        return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+               (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-3;
+      };
+      const auto now_ns = [] {
+        return static_cast<double>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+                .count());
+      };
+      constexpr int kRounds = 7;
+      std::vector<double> late_ms;
+      double waited_ms = 0, spent_ms = 0;
+      pg->barrier()->wait();
+      for (int round = 0; round < kRounds; ++round) {
+        if (rank == victim) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        Tensor t = zeros({2}, DType::f64);
+        if (rank == victim) static_cast<double*>(t.data())[0] = static_cast<double*>(t.data())[1] = now_ns();
+        const double start_ns = now_ns(), start_cpu = cpu_ms();
+        pg->all_reduce(t)->wait();
+        const double end_ns = now_ns();
+        if (rank != victim) {
+          late_ms.push_back((end_ns - element(t, 0)) * 1e-6);
+          waited_ms += (end_ns - start_ns) * 1e-6;
+          spent_ms += cpu_ms() - start_cpu;
+        }
+        pg->barrier()->wait();
+      }
+      // A large one too, with the victim late: the channel fills, so the sender sleeps for room.
+      if (rank == victim) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Tensor big = filled(rank, 3 << 20, DType::f32);
+      pg->all_reduce(big)->wait();
+      const std::vector<double> want = answers(RedOp::Sum, pg->size(), DType::f32);
+      for (int64_t i = 0; i < big.numel(); i += 4099)
+        EXPECT(element(big, i) == want[i % kPeriod], "late large all_reduce i=", i, ": got ", element(big, i));
+      if (rank != victim) {
+        std::string all;
+        for (const double ms : late_ms) all += detail::str(" ", ms);
+        std::sort(late_ms.begin(), late_ms.end());
+        std::printf("rank %d: woken after (ms)%s; median %.3f; waited %.1f ms on %.1f ms of CPU\n", rank, all.c_str(),
+                    late_ms[kRounds / 2], waited_ms, spent_ms);
+      }
+    } else if (scenario == "die_asleep") {
+      // The victim dies while the others are asleep waiting for it in an all-reduce, long after they
+      // went to sleep on the channel's futex (no data will come to wake them).
+      Tensor t = ones({1000});
+      pg->all_reduce(t)->wait();
+      if (rank == victim) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        ::kill(::getpid(), SIGKILL);
+      }
+      const auto asleep_since = std::chrono::steady_clock::now();
+      try {
+        pg->all_reduce(t)->wait();
+      } catch (const std::exception& e) {
+        const auto in_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asleep_since);
+        std::printf("failed %lld ms into the all-reduce\n", static_cast<long long>(in_ms.count()));
+        throw;
+      }
     } else if (scenario == "slow") {
       // A rank that arrives late, but within the timeout, is just waited for.
       if (rank == victim) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
