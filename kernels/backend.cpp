@@ -33,7 +33,7 @@ void register_device_backend(DeviceKind kind, DeviceBackendRegistration registra
   RINGGRAD_CHECK(kind != DeviceKind::CPU && registration.usable != nullptr && registration.instance != nullptr,
                  "register_device_backend: expected a non-CPU device kind and both functions, got kind ",
                  static_cast<int>(kind));
-  const size_t k = static_cast<size_t>(kind);
+  const auto k = static_cast<size_t>(kind);
   std::lock_guard<std::mutex> lock(g_register_mutex);
   const UsableFn usable = g_usable[k].load();
   // The same functions again: two copies of the library in one process (as kernels/family.h allows).
