@@ -20,6 +20,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -204,6 +205,32 @@ inline bool write_json(const std::string& path, const std::string& program,
   for (const Table* t : tables) t->append_json(out, first);
   out += "\n]}\n";
   return write_output(path, out);
+}
+
+// The processor's model as lscpu names it (/proc/cpuinfo's "model name"; "unknown" elsewhere): the
+// CPU under these machines changes, and a number holds only for the one it was measured on.
+inline std::string cpu_model() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "unknown";
+  char line[512];
+  std::string model = "unknown";
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string text = line;
+    if (text.rfind("model name", 0) != 0) continue;
+    const size_t colon = text.find(':');
+    if (colon != std::string::npos) model = text.substr(colon + 1);
+    break;
+  }
+  std::fclose(f);
+  const size_t first = model.find_first_not_of(" \t"), last = model.find_last_not_of(" \t\n");
+  return first == std::string::npos ? "unknown" : model.substr(first, last - first + 1);
+}
+
+// "# cpu: <model>, <n> logical CPUs; ringgrad's CPU kernels: <level>": the first header line of
+// every benchmark that times the CPU.
+inline std::string machine_header() {
+  return "# cpu: " + cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) +
+         " logical CPUs; ringgrad's CPU kernels: " + ringgrad::kernels::cpu_kernels_chosen();
 }
 
 // The header line naming what ringgrad's CPU GEMM was built for (Eigen's version and SIMD sets, -march):

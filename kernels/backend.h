@@ -215,6 +215,11 @@ std::string no_cuda_backend_message(const char* call);
 /// results.
 std::string cpu_gemm_build();
 
+/// The vector level the CPU backend's hot kernels chose at run time, e.g. "avx512 (this CPU: avx512)"
+/// or "avx2 (this CPU: avx512, lowered by RINGGRAD_CPU_ISA)": one portable build picks its kernels
+/// on each machine, so benchmarks print this beside their results.
+std::string cpu_kernels_chosen();
+
 /// The backend for a device kind when this program has one, whether or not a device of that kind is
 /// present; null when it has none. Never throws: core/cuda.h asks it how many GPUs there are.
 Backend* built_backend(DeviceKind kind);

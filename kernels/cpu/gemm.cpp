@@ -1,5 +1,9 @@
-// kernels/cpu/gemm.cpp: batched C = alpha op(A) op(B) + beta C, then + bias and an activation,
-// on Eigen maps over the caller's row-major buffers.
+// kernels/cpu/gemm.cpp: batched C = alpha op(A) op(B) + beta C, then + bias and an activation.
+//
+// Which GEMM runs: float32 on a CPU with AVX2 + FMA or AVX-512 goes to ringgrad's own packed GEMM
+// (sgemm.cpp), whose micro-kernel is chosen at run time (isa.h), so the one portable build is fast
+// on every x86-64 machine. float64 (gradient checks, references) and CPUs without AVX2 use Eigen,
+// on maps over the caller's row-major buffers, as described below.
 //
 // Budget: 2*M*N*K FLOPs against 4*(M*K + K*N + M*N) bytes (float32) per product. Arithmetic
 // intensity grows with the sizes -- for M = N = K it is M/6 FLOP/byte -- so beyond about 64 the
@@ -12,14 +16,17 @@
 // The epilogue (bias, activation) runs right after each product, row by row, while C is in cache.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include <Eigen/Core>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/eigen_map.h"
+#include "kernels/cpu/gemm_epilogue.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/sgemm.h"
 #include "kernels/cpu/thread_pool.h"
-#include <ringgrad/kernels/unary_ops.h>  // the epilogue's activations: the same functors as relu() and gelu()
 
 namespace ringgrad {
 namespace kernels {
@@ -50,26 +57,6 @@ auto operand(const T* data, int64_t rows, int64_t cols, int64_t ld) {
   }
 }
 
-// C[i, :] = act(C[i, :] + bias), one row at a time.
-template <typename T>
-void epilogue(T* c, int64_t m, int64_t n, int64_t ldc, const T* bias, Activation activation) {
-  if (bias == nullptr && activation == Activation::None) return;
-  for (int64_t i = 0; i < m; ++i) {
-    T* row = c + i * ldc;
-    if (bias != nullptr)
-      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
-    switch (activation) {
-      case Activation::None: break;
-      case Activation::Relu:
-        for (int64_t j = 0; j < n; ++j) row[j] = unary_ops::Relu::forward(row[j], T(0));
-        break;
-      case Activation::GeluTanh:
-        for (int64_t j = 0; j < n; ++j) row[j] = unary_ops::GeluTanh::forward(row[j], T(0));
-        break;
-    }
-  }
-}
-
 // One product on a block of C: C = alpha op(A) op(B) + beta C, then + bias, then the activation.
 template <typename T, bool kTransA, bool kTransB>
 void gemm_block(const T* a, const T* b, T* c, const T* bias, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
@@ -94,7 +81,7 @@ void gemm_block(const T* a, const T* b, T* c, const T* bias, int64_t m, int64_t 
       C.noalias() += alpha * A * B;
     }
   }
-  epilogue(c, m, n, ldc, bias, activation);
+  cpu::gemm_epilogue(c, m, n, ldc, bias, activation);
 }
 
 // Products below this many FLOPs run on the calling thread alone: waking helpers costs a few
@@ -112,6 +99,32 @@ void gemm_batched(const GemmArgs& g) {
   const int64_t ldc = leading_dimension("ldc", g.ldc, m, n);
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
   const T* bias = static_cast<const T*>(g.bias);
+
+  if constexpr (std::is_same_v<T, float>) {
+    const cpu::Isa isa = cpu::cpu_isa();
+    if (cpu::sgemm_packed_available(isa)) {
+      for (int64_t p = 0; p < g.batch; ++p) {
+        cpu::SgemmProblem problem;
+        problem.m = m;
+        problem.n = n;
+        problem.k = k;
+        problem.a = static_cast<const float*>(g.a) + p * g.stride_a;
+        problem.lda = lda;
+        problem.trans_a = kTransA;
+        problem.b = static_cast<const float*>(g.b) + p * g.stride_b;
+        problem.ldb = ldb;
+        problem.trans_b = kTransB;
+        problem.c = static_cast<float*>(g.c) + p * g.stride_c;
+        problem.ldc = ldc;
+        problem.alpha = alpha;
+        problem.beta = beta;
+        problem.bias = bias;
+        problem.activation = g.activation;
+        cpu::sgemm_packed(isa, problem, cpu::kernel_threads());
+      }
+      return;
+    }
+  }
 
   // Split C into horizontal bands (rows of op(A)) or vertical ones (columns of op(B)), whichever
   // dimension is larger; every band is an independent product over the same k.
@@ -160,6 +173,10 @@ void CpuBackend::gemm(const GemmArgs& g, Stream) {
 
 // Computed here because the SIMD sets Eigen uses are fixed when this file is compiled (-march).
 std::string cpu_gemm_build() {
+  const cpu::Isa isa = cpu::cpu_isa();
+  const std::string f32 = cpu::sgemm_packed_available(isa) ? "float32: ringgrad packed SGEMM (" +
+                                                                 cpu::sgemm_packed_name(isa) + ", chosen at run time); "
+                                                           : "float32 and float64: ";
 #ifdef RINGGRAD_CPU_ARCH_FLAG
   const std::string arch = ", -march=" RINGGRAD_CPU_ARCH_FLAG;
 #else
@@ -181,8 +198,8 @@ std::string cpu_gemm_build() {
 #else
   const std::string fma = ", no FMA";
 #endif
-  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
-         std::to_string(EIGEN_MINOR_VERSION) + ", " + kernel + fma +
+  return f32 + (cpu::sgemm_packed_available(isa) ? "float64: " : "") + "Eigen " + std::to_string(EIGEN_WORLD_VERSION) +
+         "." + std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) + ", " + kernel + fma +
          " kernels (Eigen lists: " + Eigen::SimdInstructionSetsInUse() + ")" + arch;
 }
 

@@ -3,8 +3,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <ringgrad/core/base/error.h>
+#include <ringgrad/kernels/backend.h>
 
 namespace ringgrad {
 namespace kernels {
@@ -16,8 +18,8 @@ Isa detect() {
   // __builtin_cpu_supports also checks that the operating system saves the wider registers (XCR0),
   // so a feature the CPU has but the kernel does not enable reads as absent.
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
     return Isa::avx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
 #endif
@@ -69,5 +71,13 @@ const char* isa_name(Isa isa) {
 }
 
 }  // namespace cpu
+
+std::string cpu_kernels_chosen() {
+  const cpu::Isa chosen = cpu::cpu_isa(), supported = cpu::cpu_isa_supported();
+  std::string text = std::string(cpu::isa_name(chosen)) + " (this CPU: " + cpu::isa_name(supported);
+  if (chosen != supported) text += ", lowered by RINGGRAD_CPU_ISA";
+  return text + ")";
+}
+
 }  // namespace kernels
 }  // namespace ringgrad
