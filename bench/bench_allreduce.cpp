@@ -329,8 +329,9 @@ int report(const Options& o, const std::string& results) {
                      bench::fmt(algbw, 2), bench::fmt(algbw * bus, 2), bench::fmt(bytes / sp[3] / 1e9, 2),
                      std::to_string(wrong[name][bytes])});
     }
-    std::printf("# ringgrad bench_allreduce  backend=%s  world=%d  %s  dtype=float32  warmup=%d  commit=%s\n#\n",
+    std::printf("# ringgrad bench_allreduce  backend=%s  world=%d  %s  dtype=float32  warmup=%d  commit=%s\n",
                 name.c_str(), o.nproc, hosts_text(o).c_str(), o.warmup, RINGGRAD_BENCH_COMMIT);
+    std::printf("%s\n#\n", bench::machine_header().c_str());
     table.print(stdout);
     std::printf("# Avg bus bandwidth : %.2f\n\n", busbw_sum / static_cast<double>(by_size.size()));
     tables.push_back(std::move(table));

@@ -313,6 +313,7 @@ int report(const Options& o, const std::string& results) {
       "# ringgrad bench_ddp_step  model=MLP 784-1024-1024-10  ranks=%d  threads/rank=1  backend=ring  "
       "warmup=%d  steps=%d  commit=%s\n",
       o.nproc, o.warmup, o.steps, RINGGRAD_BENCH_COMMIT);
+  std::printf("%s\n", bench::machine_header().c_str());
   std::printf("%s\n", bench::cpu_gemm_header().c_str());
   bench::print_peer_blas(stdout, peer_blas);
   std::printf("#\n");

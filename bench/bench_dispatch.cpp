@@ -248,6 +248,7 @@ int main(int argc, char** argv) {
     std::printf(
         "# ringgrad bench_dispatch  dtype=float32  threads=%d  cpu_devices=%d  reps=%d  min_loop=%gs  commit=%s%s\n",
         threads, rg::cpu_device_count(), reps, min_time, RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
+    std::printf("%s\n", bench::machine_header().c_str());
     std::printf("# %s\n", torch_desc.c_str());
     std::printf("%s\n", bench::cpu_gemm_header().c_str());
     if (!pt.empty()) bench::print_peer_blas(stdout, pt);

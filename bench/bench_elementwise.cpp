@@ -288,6 +288,7 @@ int main(int argc, char** argv) {
         "# ringgrad bench_elementwise  dtype=float32  threads=%d  cpu_devices=%d  reps=%d  min_loop=%gs  "
         "commit=%s%s\n",
         opt.threads, rg::cpu_device_count(), reps, min_time, RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");
+    std::printf("%s\n", bench::machine_header().c_str());
     std::printf("# %s\n", torch_desc.c_str());
     for (const auto& [key, value] : pt)
       if (key.rfind("blas", 0) == 0) std::printf("# pytorch %s: %s\n", key.c_str(), value.c_str());

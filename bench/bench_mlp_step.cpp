@@ -346,6 +346,7 @@ int main(int argc, char** argv) {
         "# ringgrad bench_mlp_step  model=784-1024-1024-10 relu  batch=%lld  dtype=float32  "
         "loss=cross_entropy(mean)  optim=SGD(lr=%g, momentum=%g)\n",
         static_cast<long long>(kBatch), kLr, kMomentum);
+    std::printf("%s\n", bench::machine_header().c_str());
     std::printf("#   threads=%s  cpu_devices=%d  curve=%d  warmup=%d  steps=%d  seed=%llu  commit=%s%s\n",
                 threads_list.c_str(), rg::cpu_device_count(), kCurve, warmup, steps,
                 static_cast<unsigned long long>(opt.seed), RINGGRAD_BENCH_COMMIT, opt.quick ? "  quick" : "");

@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
 
   std::printf("# ringgrad bench_safetensors_header  reps=%d  commit=%s\n", reps, RINGGRAD_BENCH_COMMIT);
+  std::printf("%s\n", bench::machine_header().c_str());
   std::printf("# N one-byte U8 tensors; load = median time of load_safetensors (header parse, checks, tensors)\n#\n");
   table.print(stdout);
   if (wrong_total) std::printf("# WRONG RESULTS: %d (see #wrong)\n", wrong_total);

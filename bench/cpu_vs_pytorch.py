@@ -3,8 +3,9 @@
 
     /usr/bin/python3 bench/cpu_vs_pytorch.py --build build [--runs 3] [--out build/cpu_vs_pytorch]
 
-One run is: bench_mlp_step, bench_elementwise (at 2 threads and at 1), bench_dispatch, bench_ddp_step
-and bench_allreduce --transport shm, one after the other, so no two share the cores. Each writes its
+One run is: bench_mlp_step, bench_gemm_cpu (at 1 thread and at 2), bench_elementwise (at 2 threads
+and at 1), bench_dispatch, bench_ddp_step and bench_allreduce --transport shm, one after the other, so
+no two share the cores. The header names the CPU, and each benchmark's kernels as it chose them. Each writes its
 table to OUT/<name>-<run>.txt and its JSON beside it. Then every goal's ratio is printed as the median
 over the runs with the spread (min-max), and whether the median meets it. The PyTorch reference
 scripts pick OpenBLAS's fastest correct core themselves (bench/torch_common.py); the core of each run
@@ -23,6 +24,8 @@ import time
 # name, program, arguments (the JSON path is appended)
 BENCHES = [
     ("mlp_step", "bench_mlp_step", []),
+    ("gemm_t1", "bench_gemm_cpu", ["--threads", "1"]),
+    ("gemm_t2", "bench_gemm_cpu", ["--threads", "2"]),
     ("elementwise_t2", "bench_elementwise", ["--threads", "2"]),
     ("elementwise_t1", "bench_elementwise", ["--threads", "1"]),
     ("dispatch", "bench_dispatch", []),
@@ -51,6 +54,23 @@ def goals_mlp(result):
         if r.get("framework") == "ringgrad" and isinstance(r.get("ratio"), (int, float)):
             out.append(("mlp step, %d thread(s): ringgrad / pytorch time" % r["threads"], r["ratio"], "<=", 0.90))
     return out
+
+
+# The products of the MLP step's forward and backward (bench_gemm_cpu's default shapes): the step
+# can only beat PyTorch's if its GEMMs keep up with OpenBLAS's.
+MLP_GEMM_SHAPES = ("256x1024x784:NT", "256x1024x1024:NT", "256x1024x1024:NN", "256x784x1024:NN",
+                   "1024x784x256:TN", "1024x1024x256:TN")
+
+
+def goals_gemm(threads):
+    def goals(result):
+        ratios = [r["ratio"] for r in rows(result, "gemm")
+                  if r.get("shape") in MLP_GEMM_SHAPES and isinstance(r.get("ratio"), (int, float))]
+        if not ratios:
+            return []
+        return [("gemm at the MLP's shapes, worst, %d thread(s): ringgrad / torch.mm GFLOP/s" % threads,
+                 min(ratios), ">=", 1.0)]
+    return goals
 
 
 def goals_dispatch(result):
@@ -101,7 +121,7 @@ def goals_allreduce(result):
     return out
 
 
-JUDGES = {"mlp_step": goals_mlp, "elementwise_t2": goals_elementwise(2), "elementwise_t1": goals_elementwise(1),
+JUDGES = {"mlp_step": goals_mlp, "gemm_t1": goals_gemm(1), "gemm_t2": goals_gemm(2), "elementwise_t2": goals_elementwise(2), "elementwise_t1": goals_elementwise(1),
           "dispatch": goals_dispatch, "ddp_step": goals_ddp, "allreduce_shm": goals_allreduce}
 
 
@@ -115,6 +135,18 @@ def human(n):
 
 def blas_lines(text):
     return [line for line in text.splitlines() if line.startswith("# pytorch blas_core") or "WARNING" in line]
+
+
+def cpu_model():
+    """The processor's model as lscpu names it (/proc/cpuinfo's "model name")."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
 
 
 def main():
@@ -135,8 +167,10 @@ def main():
     out_dir = args.out or os.path.join(args.build, "cpu_vs_pytorch")
     os.makedirs(out_dir, exist_ok=True)
 
+    print("# cpu: %s, %d logical CPUs" % (cpu_model(), os.cpu_count() or 0), flush=True)
     measured = {}  # goal name -> (op, target, [values])
     failed = []
+    kernel_lines = set()  # each benchmark's "# cpu:" line names the kernels it chose; printed once
     for run in range(1, args.runs + 1):
         for name, program, extra in BENCHES:
             if only and name not in only:
@@ -147,6 +181,8 @@ def main():
                 continue
             quick = ["--quick"] if args.quick and program in ("bench_mlp_step", "bench_dispatch",
                                                               "bench_elementwise") else []
+            if args.quick and program == "bench_gemm_cpu":
+                quick = ["--reps", "3"]
             json_path = os.path.join(out_dir, "%s-%d.json" % (name, run))
             start = time.time()
             proc = subprocess.run([exe] + extra + quick + ["--json", json_path], capture_output=True, text=True)
@@ -155,6 +191,10 @@ def main():
                   flush=True)
             for line in blas_lines(proc.stdout):
                 print("    " + line)
+            for line in proc.stdout.splitlines():
+                if line.startswith("# cpu: ") and line not in kernel_lines:
+                    kernel_lines.add(line)
+                    print("    " + line)
             if proc.returncode != 0 or not os.path.exists(json_path):
                 failed.append("%s (run %d, exit %d)" % (name, run, proc.returncode))
                 continue

@@ -393,6 +393,7 @@ int report(const Run& run) {
       o.model_name().c_str(), o.device.c_str(), o.devices, o.hosts_text().c_str(), static_cast<long long>(o.batch),
       o.device == "cpu" ? std::to_string(o.threads_per_device()).c_str() : "-", o.data.c_str(), o.warmup, o.steps,
       RINGGRAD_BENCH_COMMIT);
+  std::printf("%s\n", bench::machine_header().c_str());
   std::printf("%s\n#\n", bench::cpu_gemm_header().c_str());
   const Table table = mode_table(run);
   table.print(stdout);

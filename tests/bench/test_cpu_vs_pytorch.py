@@ -28,6 +28,15 @@ class Judges(unittest.TestCase):
         self.assertEqual(goals["ring-shm 4 B-4 KB, worst slowest call latency (us)"], (80.0, "<=", 10.0))
         self.assertEqual(len(goals), 3)
 
+    def test_gemm_goal_is_the_worst_mlp_shape(self):
+        r = {"rows": [{"table": "gemm", "shape": "256x1024x784:NT", "ratio": 1.1},
+                      {"table": "gemm", "shape": "1024x784x256:TN", "ratio": 0.93},
+                      {"table": "gemm", "shape": "512x512x512:NN", "ratio": 0.5},  # not an MLP shape
+                      {"table": "gemm", "shape": "256x1024x1024:NN", "ratio": None}]}
+        self.assertEqual(cvp.goals_gemm(2)(r),
+                         [("gemm at the MLP's shapes, worst, 2 thread(s): ringgrad / torch.mm GFLOP/s", 0.93, ">=", 1.0)])
+        self.assertEqual(cvp.goals_gemm(1)({"rows": []}), [])
+
     def test_ddp_goals_are_ratios_of_step_times(self):
         r = result({"table": "ddp_step", "mode": "ddp", "step": 12.0},
                    {"table": "ddp_step", "mode": "ddp-bucket_view", "step": 11.0},
