@@ -5,21 +5,25 @@
 // multiply into `outer`, those after it into `inner`. Budget: reads outer*r*inner elements, writes
 // outer*inner; one add or compare each -- memory-bound.
 //
-// Sums accumulate in double, also for float32: a float accumulator over a million elements loses
-// about three decimal digits, a double one loses none that float can show. Two loop shapes:
-//   inner == 1  each output is a contiguous row: eight independent partial sums, which the
-//               compiler keeps in vector registers;
-//   inner >  1  the output is a row of `inner` columns: a tile of up to kTile columns is summed
-//               down the r rows into a stack array, so the inner loop is unit-stride and vectorises.
+// Sums: the same bits on any thread count and any vector level. Every row sum -- a full sum is one
+// long row, sum over dim 1 of a matrix is one row per output -- is cut at FIXED boundaries, a
+// function of the row length alone: chunks of kSumChunk (1024) elements, each summed in float
+// (float32) in 64 lanes and a pairwise tree (sum_lanes.h, which derives the error bound:
+// |result - s| <= 2^-24 |s| + 22 * 2^-24 * sum |x|), chunk sums added in double in chunk order
+// within blocks of kSumBlock chunks, and the block sums added in double in block order on the
+// calling thread. Threads split a lone row by whole blocks and a matrix by rows, so one thread or
+// three perform the same additions in the same order. sum over a [1, n] and a [4, n] tensor agree
+// row by row. The chunk loop is compiled for SSE, AVX2 and AVX-512 (sum_chunks_*.cpp) and picked
+// by cpu_isa(); all three give the same bits (sum_lanes.h says why).
 //
-// Threads, and why the result does not depend on them. Outputs are independent of each other, so
-// splitting over outputs (outer rows, or tiles of columns) changes nothing. A single long row -- a
-// full reduction, outer == 1 && inner == 1 -- is the exception: its sum is cut at FIXED chunk
-// boundaries (kSumChunk elements, more when that would make over kMaxChunks chunks: a function of r
-// alone, never of the thread count), each chunk is summed by sum_row into its own double, and the
-// chunk sums are added in chunk order on the calling thread. One thread or three, the same
-// additions happen in the same order, so the float bits are the same. Every row sum, in any
-// shape, goes through the same chunking, so sum over a [1, n] and a [4, n] tensor agree row by row.
+// Why float lanes and not a double accumulator (what this file did before): converting every float
+// to double halves the elements per instruction and the 8-lane double chain was bound by add latency,
+// not memory; the float lanes sum L2-resident data at about 4x the speed (docs/benchmarks.md).
+//
+// inner > 1 (sum over a dimension that is not the last): a tile of up to kTile columns is summed
+// down the r rows into a stack array of doubles, so the inner loop is unit-stride and vectorises;
+// each column is one sequential double sum, whatever the split.
+//
 // Max needs no such care (it is exact), but keeps the first maximum's index: chunk maxima are
 // combined in chunk order with the same comparison as within a chunk.
 //
@@ -27,9 +31,12 @@
 // [8M, 2] tensor summed over dim 0); its tile is summed down all r rows on one thread.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/sum_chunks.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace ringgrad {
@@ -38,43 +45,58 @@ namespace {
 
 constexpr int64_t kTile = 256;  // columns per tile: 2 KiB of double accumulators, well inside L1
 
-// Fixed chunks of a long row (see the header): 16 Ki elements each, or as many more as keep the
-// count at kMaxChunks, whose partial sums then fit a 32 KiB stack array.
-constexpr int64_t kSumChunk = 1 << 14;
+// Chunks per block: a lone row is split across threads by blocks of 64 Ki elements, the least work
+// worth a thread's wake-up (thread_pool.h's kGrain).
+constexpr int64_t kSumBlock = 64;
+constexpr int64_t kBlockLength = kSumBlock * cpu::kSumChunk;
+static_assert(kBlockLength == cpu::kGrain, "a block is one grain of work");
+
+// Max's lone rows are still cut into chunks of 16 Ki elements, more when that would make over
+// kMaxChunks chunks (their maxima then fit a stack array); max is exact, so the length is free.
+constexpr int64_t kMaxChunk = 1 << 14;
 constexpr int64_t kMaxChunks = 4096;
 
-int64_t chunk_length(int64_t r) {
+int64_t max_chunk_length(int64_t r) {
   const int64_t at_least = (r + kMaxChunks - 1) / kMaxChunks;
-  return std::max(kSumChunk, (at_least + 7) / 8 * 8);
+  return std::max(kMaxChunk, (at_least + 7) / 8 * 8);
 }
 
+// The chunk loop of this CPU's vector level (sum_chunks.h), chosen once.
 template <typename T>
-double sum_row(const T* x, int64_t n) {
-  double part[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int lane = 0; lane < 8; ++lane) part[lane] += static_cast<double>(x[j + lane]);
-  for (; j < n; ++j) part[0] += static_cast<double>(x[j]);
-  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+double sum_chunks(const T* x, int64_t n) {
+  using Fn = double (*)(const T*, int64_t);
+  static const Fn fn = [] {
+    switch (cpu::cpu_isa()) {
+      case cpu::Isa::avx512: return static_cast<Fn>(cpu::sum_chunks_avx512);
+      case cpu::Isa::avx2: return static_cast<Fn>(cpu::sum_chunks_avx2);
+      case cpu::Isa::baseline: break;
+    }
+    return static_cast<Fn>(cpu::sum_chunks_baseline);
+  }();
+  return fn(x, n);
 }
 
-// The sum of a row of r elements: chunk sums added in chunk order. `threaded`: chunks may be summed
-// on several threads (only for a lone row; rows of a matrix are already spread over threads).
+// The sum of a row of r elements: block sums (sum_chunks over kBlockLength elements each) added in
+// block order. `threaded`: blocks may be summed on several threads (only for a lone row; rows of a
+// matrix are already spread over threads).
 template <typename T>
-double sum_chunked(const T* x, int64_t r, bool threaded) {
-  const int64_t chunk = chunk_length(r);
-  if (r <= chunk) return sum_row(x, r);
-  const int64_t chunks = (r + chunk - 1) / chunk;
-  double partial[kMaxChunks];
-  auto sum_chunks = [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) partial[k] = sum_row(x + k * chunk, std::min(chunk, r - k * chunk));
+double sum_row(const T* x, int64_t r, bool threaded) {
+  if (r <= kBlockLength) return sum_chunks(x, r);
+  const int64_t blocks = (r + kBlockLength - 1) / kBlockLength;
+  constexpr int64_t kOnStack = 1024;  // blocks of a row up to 64 Mi elements: no allocation
+  double on_stack[kOnStack];
+  std::vector<double> on_heap(static_cast<size_t>(blocks > kOnStack ? blocks : 0));
+  double* partial = blocks > kOnStack ? on_heap.data() : on_stack;
+  auto sum_blocks = [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b)
+      partial[b] = sum_chunks(x + b * kBlockLength, std::min(kBlockLength, r - b * kBlockLength));
   };
   if (threaded)
-    cpu::parallel_range(chunks, std::max<int64_t>(1, cpu::kGrain / chunk), sum_chunks);
+    cpu::parallel_range(blocks, 1, sum_blocks);
   else
-    sum_chunks(0, chunks);
+    sum_blocks(0, blocks);
   double total = 0.0;  // 0 + partial[0] is partial[0]: the same additions as starting from it
-  for (int64_t k = 0; k < chunks; ++k) total += partial[k];
+  for (int64_t b = 0; b < blocks; ++b) total += partial[b];
   return total;
 }
 
@@ -96,12 +118,12 @@ template <typename T>
 void sum_middle(const T* x, T* y, int64_t outer, int64_t r, int64_t inner) {
   if (inner == 1) {
     if (outer == 1) {
-      y[0] = static_cast<T>(sum_chunked(x, r, true));
+      y[0] = static_cast<T>(sum_row(x, r, true));
       return;
     }
     cpu::parallel_range(outer, std::max<int64_t>(1, cpu::kGrain / std::max<int64_t>(r, 1)),
                         [&](int64_t begin, int64_t end) {
-                          for (int64_t o = begin; o < end; ++o) y[o] = static_cast<T>(sum_chunked(x + o * r, r, false));
+                          for (int64_t o = begin; o < end; ++o) y[o] = static_cast<T>(sum_row(x + o * r, r, false));
                         });
     return;
   }
@@ -136,7 +158,7 @@ void max_row(const T* x, int64_t n, T& best, int64_t& at) {
 // A lone row (outer == 1 && inner == 1): chunk maxima, combined in chunk order.
 template <typename T>
 void max_chunked(const T* x, int64_t r, T& best, int64_t& at) {
-  const int64_t chunk = chunk_length(r);
+  const int64_t chunk = max_chunk_length(r);
   if (r <= chunk) return max_row(x, r, best, at);
   const int64_t chunks = (r + chunk - 1) / chunk;
   T chunk_best[kMaxChunks];

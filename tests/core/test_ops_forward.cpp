@@ -16,6 +16,8 @@
 #include <ringgrad/core/ops.h>
 #include <ringgrad/core/tensor.h>
 
+#include "kernels/cpu/thread_pool.h"
+
 using namespace ringgrad;
 
 namespace {
@@ -286,6 +288,32 @@ TEST_CASE("sum and mean of a non-contiguous input and in float32", "[ops]") {
   CHECK(sum(f).dtype() == DType::f32);
   check_close(sum(f), {105}, 1e-6);
   check_close(mean(f, {0}), {5, 6, 7, 8, 9}, 1e-6);
+}
+
+TEST_CASE("float32 sums of strided views: the bits of their contiguous copy, on 1 or 2 threads", "[ops][reduce]") {
+  // kernels/cpu/sum_lanes.h: |result - s| <= u |s| + 22 u sum |x|, the same bits on any thread count.
+  const int saved_threads = kernels::cpu::kernel_threads();
+  const Tensor x = randn({301, 1703}, DType::f32, /*seed=*/5);
+  const std::vector<Tensor> views = {x.t(), x.narrow(1, 3, 1699), x.narrow(0, 1, 300).t()};
+  for (size_t v = 0; v < views.size(); ++v) {
+    INFO("view " << v);
+    const Tensor view = views[v];
+    const std::vector<float> values = view.contiguous().to_vector<float>();
+    double exact = 0, magnitude = 0;
+    for (float e : values) exact += e, magnitude += std::fabs(e);
+    set_num_threads(1);
+    const float one = sum(view).item<float>();
+    const std::vector<float> rows_one = sum(view, {1}).to_vector<float>();
+    set_num_threads(2);
+    const float two = sum(view).item<float>();
+    const std::vector<float> rows_two = sum(view, {1}).to_vector<float>();
+    set_num_threads(saved_threads);
+    CHECK(one == two);  // no NaN here, so == compares the bits
+    CHECK(rows_one == rows_two);
+    CHECK(one == sum(view.contiguous()).item<float>());
+    const double u = std::ldexp(1.0, -24);
+    CHECK(std::fabs(double(one) - exact) <= u * std::fabs(exact) + 22 * u * magnitude);
+  }
 }
 
 TEST_CASE("max over a dim returns the values and the index of the first maximum", "[ops]") {
