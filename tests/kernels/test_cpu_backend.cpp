@@ -338,12 +338,17 @@ TEST_CASE("reduce: sum and max over the middle axis, with first-argmax indices",
   }
 }
 
-TEST_CASE("reduce: a long float32 sum over the last axis keeps full precision", "[kernels]") {
+// Float lanes round more than the double accumulator this used to be: kernels/cpu/sum_lanes.h's
+// bound, |y - s| <= u |s| + 22 u sum |x|, is 23 u relative for terms of one sign. A constant row is
+// the hard case, since every chunk makes the same rounding errors; measured 1.1e-7 here (1.9 u).
+TEST_CASE("reduce: a long float32 sum over the last axis stays within the documented bound", "[kernels]") {
   const int64_t n = 1000003;
   std::vector<float> x(n, 0.1f);
   float y = 0.0f;
   cpu().reduce(ReduceOp::Sum, DType::f32, x.data(), &y, nullptr, 1, n, 1, nullptr);
-  CHECK(y == Approx(static_cast<double>(0.1f) * n).epsilon(1e-7));
+  const double exact = static_cast<double>(0.1f) * static_cast<double>(n);
+  CHECK(std::fabs(y - exact) <= 23 * std::ldexp(1.0, -24) * exact);
+  CHECK(std::fabs(y - exact) <= 4 * std::ldexp(1.0, -24) * exact);  // what it does now (1.9 u): a regression guard
 }
 
 TEST_CASE("softmax: every row sums to 1 and log_softmax is its log", "[kernels]") {
