@@ -5,7 +5,8 @@
 //   random.cpp     Philox uniform/normal draws and dropout
 //   unary.cpp      elementwise y = f(x) and its backward
 //   binary.cpp     elementwise a op b with broadcasting
-//   reduce.cpp     sum/max over a middle axis and the scatter that undoes max
+//   reduce.cpp     sum/max over a middle axis and the scatter that undoes max; the sum's inner
+//                  loop is sum_lanes.h, compiled per vector level in sum_chunks*.cpp
 //   gemm.cpp       batched GEMM on Eigen maps with the bias/activation epilogue
 //   softmax.cpp    softmax, log_softmax and cross-entropy, forward and backward
 //   optim.cpp      fused SGD and Adam/AdamW parameter updates

@@ -38,7 +38,6 @@
 // [8M, 2] tensor summed over dim 0); its tile is summed down all r rows on one thread.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dispatch.h"
@@ -85,25 +84,29 @@ double sum_chunks(const T* x, int64_t n) {
 
 // The sum of a row of r elements: block sums (sum_chunks over kBlockLength elements each) added in
 // block order. `threaded`: blocks may be summed on several threads (only for a lone row; rows of a
-// matrix are already spread over threads).
+// matrix are already spread over threads). Kernels never allocate, so a row of more than
+// kOnStack blocks is taken kOnStack blocks at a time; the additions into `total` stay in order.
 template <typename T>
 double sum_row(const T* x, int64_t r, bool threaded) {
   if (r <= kBlockLength) return sum_chunks(x, r);
   const int64_t blocks = (r + kBlockLength - 1) / kBlockLength;
-  constexpr int64_t kOnStack = 1024;  // blocks of a row up to 64 Mi elements: no allocation
-  double on_stack[kOnStack];
-  std::vector<double> on_heap(static_cast<size_t>(blocks > kOnStack ? blocks : 0));
-  double* partial = blocks > kOnStack ? on_heap.data() : on_stack;
-  auto sum_blocks = [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b)
-      partial[b] = sum_chunks(x + b * kBlockLength, std::min(kBlockLength, r - b * kBlockLength));
-  };
-  if (threaded)
-    cpu::parallel_range(blocks, 1, sum_blocks);
-  else
-    sum_blocks(0, blocks);
+  constexpr int64_t kOnStack = 1024;  // 8 KiB of block sums: 64 Mi elements
+  double partial[kOnStack];
   double total = 0.0;  // 0 + partial[0] is partial[0]: the same additions as starting from it
-  for (int64_t b = 0; b < blocks; ++b) total += partial[b];
+  for (int64_t first = 0; first < blocks; first += kOnStack) {
+    const int64_t count = std::min(kOnStack, blocks - first);
+    auto sum_blocks = [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t start = (first + b) * kBlockLength;
+        partial[b] = sum_chunks(x + start, std::min(kBlockLength, r - start));
+      }
+    };
+    if (threaded)
+      cpu::parallel_range(count, 1, sum_blocks);
+    else
+      sum_blocks(0, count);
+    for (int64_t b = 0; b < count; ++b) total += partial[b];
+  }
   return total;
 }
 

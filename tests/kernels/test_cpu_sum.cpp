@@ -143,3 +143,21 @@ TEST_CASE("the chunk loop gives the same bits at every vector level this CPU has
     }
   }
 }
+
+TEST_CASE("a row of more than 1024 blocks (64 Mi floats) is summed in groups, the same on any thread count",
+          "[kernels][reduce][parallel]") {
+  // reduce.cpp keeps 1024 block sums on the stack; a longer row goes through in groups of them.
+  ThreadsGuard guard;
+  const int64_t n = (int64_t{1} << 26) + 3 * 65536 + 5;
+  std::vector<float> x(static_cast<size_t>(n));
+  uint32_t state = 12345;  // a cheap generator: 67M draws of mt19937 would dominate the test
+  for (float& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) * (1.0f / 16777216.0f) - 0.5f;
+  }
+  cpu::set_kernel_threads(1);
+  const float one = sum_of(x.data(), n);
+  cpu::set_kernel_threads(2);
+  CHECK(bits(sum_of(x.data(), n)) == bits(one));
+  CHECK(within_bound(one, exact(x.data(), n)));
+}
