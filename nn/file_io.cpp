@@ -115,6 +115,11 @@ std::string too_long(const std::string& path) {
                      base_of(path).size(), " and ", path.size());
 }
 
+// A path that came from a symlink's text, as a message shows it: a symlink in /tmp may be planted by
+// anyone, with an ESC sequence or a newline in its target. Escaped (detail::printable) but not cut
+// at any length a real path has.
+std::string from_link(const std::string& path) { return detail::printable(path, 2 * size_t{PATH_MAX}); }
+
 // The kernel's fs.protected_symlinks rule, which a walk by lstat()+readlink() would otherwise
 // bypass: a symlink in a sticky world-writable directory (/tmp) is followed only by its owner or
 // when it belongs to the directory's owner. Else another user could plant /tmp/model.safetensors ->
@@ -125,13 +130,13 @@ void refuse_protected_symlink(const char* op, const std::string& path, const std
   const std::string dir = dir_of(link);
   struct stat dir_st {};
   if (::stat(dir.c_str(), &dir_st) != 0)
-    throw Error(detail::str(op, ": cannot inspect '", dir, "', the folder of the symlink '", link, "' (",
-                            std::strerror(errno), ")"));
+    throw Error(detail::str(op, ": cannot inspect '", from_link(dir), "', the folder of the symlink '", from_link(link),
+                            "' (", std::strerror(errno), ")"));
   const bool sticky_world_writable = (dir_st.st_mode & S_ISVTX) && (dir_st.st_mode & S_IWOTH);
   if (!sticky_world_writable || link_st.st_uid == ::geteuid() || link_st.st_uid == dir_st.st_uid) return;
   const std::string via = link == path ? "" : " (reached through '" + path + "')";
-  throw Error(detail::str(op, ": '", link, "'", via, " is a symlink owned by uid ", link_st.st_uid, " in '", dir,
-                          "' (owned by uid ", dir_st.st_uid, "; this process runs as uid ", ::geteuid(),
+  throw Error(detail::str(op, ": '", from_link(link), "'", via, " is a symlink owned by uid ", link_st.st_uid, " in '",
+                          from_link(dir), "' (owned by uid ", dir_st.st_uid, "; this process runs as uid ", ::geteuid(),
                           "): refusing to follow a symlink in a sticky world-writable directory that belongs to "
                           "another user (the kernel's protected_symlinks rule); save to the file's real path"));
 }
@@ -145,7 +150,7 @@ std::string resolve_write_target(const char* op, const std::string& path, struct
     if (::lstat(target.c_str(), existing) != 0) {
       const int err = errno;
       if (err == ENOENT) return target;
-      throw Error(detail::str(op, ": cannot inspect '", target, "' (", std::strerror(err), ")",
+      throw Error(detail::str(op, ": cannot inspect '", from_link(target), "' (", std::strerror(err), ")",
                               err == ENAMETOOLONG ? too_long(target) : ""));
     }
     if (S_ISREG(existing->st_mode)) {
@@ -153,7 +158,7 @@ std::string resolve_write_target(const char* op, const std::string& path, struct
       return target;
     }
     if (!S_ISLNK(existing->st_mode)) {
-      const std::string via = target == path ? "" : " (the target of its symlink, '" + target + "')";
+      const std::string via = target == path ? "" : " (the target of its symlink, '" + from_link(target) + "')";
       throw Error(detail::str(op, ": '", path, "'", via, " is ", file_kind(existing->st_mode),
                               ", not a regular file; refusing to replace it (write to a regular file or a new name)"));
     }
@@ -162,7 +167,7 @@ std::string resolve_write_target(const char* op, const std::string& path, struct
     refuse_protected_symlink(op, path, target, *existing);
     std::vector<char> link(static_cast<size_t>(existing->st_size > 0 ? existing->st_size : 255) + 2);
     const ssize_t n = ::readlink(target.c_str(), link.data(), link.size() - 1);
-    RINGGRAD_CHECK(n > 0, op, ": cannot read the symlink '", target, "' (", std::strerror(errno), ")");
+    RINGGRAD_CHECK(n > 0, op, ": cannot read the symlink '", from_link(target), "' (", std::strerror(errno), ")");
     const std::string next(link.data(), static_cast<size_t>(n));
     target = next[0] == '/' ? next : join_path(dir_of(target), next);
   }

@@ -68,8 +68,8 @@ void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
   } else {
     const std::string theirs = store.get_string("rendezvous/job");
     RINGGRAD_CHECK(theirs.empty() || me.job_id.empty() || theirs == me.job_id, "init_process_group: the store at ",
-                   me.store_address, " belongs to another job (its rank 0 was started as ", theirs, ", this rank as ",
-                   me.job_id,
+                   me.store_address, " belongs to another job (its rank 0 was started as ", detail::printable(theirs),
+                   ", this rank as ", me.job_id,
                    "); do two jobs share MASTER_ADDR and MASTER_PORT? Give each "
                    "its own MASTER_PORT");
   }
@@ -82,7 +82,7 @@ void rendezvous(Store& store, const RendezvousInfo& me, milliseconds timeout) {
     std::string first;
     try {
       const ScopedStoreTimeout brief(store, milliseconds(1000));
-      first = " (" + store.get_string(joined_key(rank)) + ")";
+      first = " (" + detail::printable(store.get_string(joined_key(rank))) + ")";  // from the network
     } catch (const std::exception&) {
     }
     throw Error(detail::str("init_process_group: rank ", rank, " was already claimed by another process", first,

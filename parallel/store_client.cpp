@@ -174,7 +174,8 @@ TCPStore::Impl::Outcome TCPStore::Impl::exchange(const std::string& what, const 
     socket.close();
     throw;
   }
-  RINGGRAD_CHECK(status != Status::Error, what, ": ", message, " (store at ", address, ")");
+  // The message comes from the peer: escaped, since whatever answers on the port may send anything.
+  RINGGRAD_CHECK(status != Status::Error, what, ": ", detail::printable(message, 1000), " (store at ", address, ")");
   return outcome;
 }
 

@@ -150,10 +150,10 @@ bool parse_counter(const std::vector<uint8_t>& text, int64_t& value) {
   return err == std::errc() && end == last && !text.empty();
 }
 
-// 'key' for messages; a long key is cut, so a 4 KiB key does not bury the rest of the message.
-std::string quoted(const std::string& key) {
-  return key.size() <= 80 ? "'" + key + "'" : "'" + key.substr(0, 77) + "...'";
-}
+// 'key' for messages: escaped, since a key (or a list of missing keys) may come from the network
+// and must not colour a terminal or start a fake log line; a long key is cut, so a 4 KiB key does
+// not bury the rest of the message.
+std::string quoted(const std::string& key) { return "'" + detail::printable(key, 80) + "'"; }
 // 'a', 'b', 'c'; past eight keys, only a count of the rest.
 std::string quoted(const std::vector<std::string>& keys) {
   std::string out;

@@ -77,7 +77,8 @@ Parse parse_request(const std::vector<uint8_t>& bytes, int64_t max_value_bytes, 
 bool parse_counter(const std::vector<uint8_t>& text, int64_t& value);
 
 // Shared by both sides' messages and deadlines.
-// 'key' for messages; a long key is cut, so a 4 KiB key does not bury the rest of the message.
+// 'key' for messages, escaped (detail::printable); a long key is cut, so a 4 KiB key does not bury
+// the rest of the message.
 std::string quoted(const std::string& key);
 // 'a', 'b', 'c'; past eight keys, only a count of the rest.
 std::string quoted(const std::vector<std::string>& keys);

@@ -41,6 +41,12 @@ void raise_fd_limit() {
   }
 }
 
+// 'key' in an error sent to a client: cut but not escaped, since the client escapes the whole
+// message it receives (it cannot trust the peer to have done so) and would escape it twice.
+std::string quoted_raw(const std::string& key) {
+  return key.size() <= 80 ? "'" + key + "'" : "'" + key.substr(0, 77) + "...'";
+}
+
 }  // namespace
 
 StoreServer::StoreServer(const TCPStoreOptions& options)
@@ -254,10 +260,10 @@ void StoreServer::add(Connection& c, const std::string& key, int64_t delta) {
   std::string problem;
   int64_t sum = 0;
   if (it != data_.end() && !parse_counter(it->second, current))
-    problem = str("expected the value of ", quoted(key), " to be an integer in decimal text, got ", it->second.size(),
+    problem = str("expected the value of ", quoted_raw(key), " to be an integer in decimal text, got ", it->second.size(),
                   " bytes that are not one");
   else if (__builtin_add_overflow(current, delta, &sum))
-    problem = str("adding ", delta, " to ", current, " (the value of ", quoted(key), ") overflows int64");
+    problem = str("adding ", delta, " to ", current, " (the value of ", quoted_raw(key), ") overflows int64");
   if (!problem.empty()) {
     put_u8(c.out, static_cast<uint8_t>(Status::Error));
     put_string(c.out, problem);

@@ -57,9 +57,9 @@ bool agree_on_hierarchical(Store& store, int rank, int size, const std::string& 
   try {
     for (int r = 0; r < size; ++r) {
       const std::string& theirs = algorithms[static_cast<size_t>(r)];
-      RINGGRAD_CHECK(theirs == algorithm, "ring: rank ", r, " asks for algorithm \"", theirs, "\" and rank ", rank,
-                     " for \"", algorithm, "\"; every rank must ask for the same (RingOptions::algorithm, else ",
-                     "RINGGRAD_RING_ALGORITHM)");
+      RINGGRAD_CHECK(theirs == algorithm, "ring: rank ", r, " asks for algorithm \"", detail::printable(theirs),
+                     "\" and rank ", rank, " for \"", algorithm,
+                     "\"; every rank must ask for the same (RingOptions::algorithm, else ", "RINGGRAD_RING_ALGORITHM)");
     }
     hierarchical = use_hierarchical(algorithm, hosts);
   } catch (const Error&) {

@@ -167,7 +167,9 @@ TcpSend::TcpSend(Store& store, const std::string& keys, int rank, int next, Dead
   // connecting: no rank waits in a circle.
   const std::string address = store.get_string(keys + "/tcp/" + std::to_string(next));
   const size_t colon = address.rfind(':');
-  RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next, " published a malformed address '", address, "'");
+  RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next, " published a malformed address '",
+                 detail::printable(address),
+                 "'");  // text from the store: escaped
   next_name_ = peer_name(next, address.substr(0, colon));
   to_next_ = connect_to(address.substr(0, colon), std::stoi(address.substr(colon + 1)), deadline,
                         "ring: connecting to " + next_name_);

@@ -432,3 +432,22 @@ TEST_CASE("file_io: a save does not follow another user's symlink in a sticky wo
   nn::save_safetensors(planted, one_tensor(4));
   CHECK(saved_value(notes) == 4);
 }
+
+TEST_CASE("file_io: a symlink's target is escaped in an error", "[safetensors]") {
+  // Anyone may plant a symlink in /tmp, and its target text reaches the message: an ESC sequence
+  // or a newline in it must not reach a terminal or a log raw.
+  TempDir dir;
+  const std::string target = "d\x1b[31m\nFAKE LOG: saved";
+  fs::create_directory(dir.file(target));
+  fs::create_symlink(target, dir.file("link"));
+  std::string message;
+  try {
+    nn::save_safetensors(dir.file("link"), one_tensor(1));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Contains("the target of its symlink") && Contains("/d\\x1b[31m\\x0aFAKE LOG: saved'") &&
+                          Contains("is a directory"));
+  CHECK(message.find('\x1b') == std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+}

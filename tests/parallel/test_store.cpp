@@ -508,3 +508,33 @@ TEST_CASE("TCPStore: a client that sends its requests and half-closes still gets
   TCPStore client(client_options(server));
   CHECK(client.get_string("k") == "v");
 }
+
+TEST_CASE("TCPStore: a key or message from the peer is escaped in errors", "[store]") {
+  // Keys and the server's messages come over the network: an ESC sequence or a newline in them
+  // must not colour the terminal or start a fake log line.
+  TCPStore server(server_options());
+  TCPStore client(client_options(server));
+  const std::string key = "k\x1b[31m\nFAKE LOG: rank 3 finished";
+  client.set(key, "not a number");
+  std::string message;
+  try {
+    client.add(key, 1);  // the server refuses, quoting the key in its message
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("the value of 'k\\x1b[31m\\x0aFAKE LOG: rank 3 finished'"));
+  CHECK(message.find('\x1b') == std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+
+  const std::string absent = "absent\x1b[2J\r\n";
+  message.clear();
+  try {
+    const ScopedStoreTimeout brief(client, 50ms);
+    client.wait({absent});  // the server's reply lists the keys still missing
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Catch::Contains("still missing: 'absent\\x1b[2J\\x0d\\x0a'"));
+  CHECK(message.find('\x1b') == std::string::npos);
+  CHECK(message.find('\r') == std::string::npos);
+}
