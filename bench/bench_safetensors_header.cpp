@@ -6,7 +6,11 @@
 // JSON, the duplicate-key and nesting checks, the entry checks, the tiling sort and N tiny tensors.
 // The last column checks that all N tensors came back.
 //
-//   bench_safetensors_header [--quick] [--reps N] [--json FILE]
+//   bench_safetensors_header [--quick] [--tensors N] [--reps N] [--json FILE]
+//
+// --tensors N times one size only; with --reps 1 the process's peak memory is the load's (the
+// file is streamed out, not built in memory), e.g.
+//   /usr/bin/time -v bench_safetensors_header --tensors 1000000 --reps 1   # "Maximum resident set size"
 #include <ringgrad/ringgrad.h>
 #include <unistd.h>
 
@@ -30,17 +34,28 @@ namespace fs = std::filesystem;
 namespace {
 
 // A file of `count` one-byte tensors, written by hand in the same layout as save_safetensors'.
+// Streamed to the file, the length prefix patched at the end: a 1M-tensor header is ~70 MB, and
+// holding it here would hide the loader's own peak memory (--tensors, measured with time -v).
 void write_many(const std::string& path, int64_t count) {
-  std::string header = "{";
-  for (int64_t i = 0; i < count; ++i)
-    header += "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(i) +
-              "," + std::to_string(i + 1) + "]},";
-  header.back() = '}';
-  header.append((8 - header.size() % 8) % 8, ' ');
-  std::string prefix(8, '\0');
-  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << prefix << header << std::string(static_cast<size_t>(count), '\x01');
+  out << std::string(8, '\0') << '{';
+  uint64_t header_bytes = 1;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::string entry = (i ? ",\"t" : "\"t") + std::to_string(i) +
+                              "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" + std::to_string(i) + "," +
+                              std::to_string(i + 1) + "]}";
+    out << entry;
+    header_bytes += entry.size();
+  }
+  out << '}';
+  ++header_bytes;
+  const std::string pad((8 - header_bytes % 8) % 8, ' ');
+  out << pad << std::string(static_cast<size_t>(count), '\x01');
+  header_bytes += pad.size();
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((header_bytes >> (8 * i)) & 0xff);
+  out.seekp(0);
+  out << prefix;
 }
 
 }  // namespace
@@ -48,9 +63,11 @@ void write_many(const std::string& path, int64_t count) {
 int main(int argc, char** argv) {
   bool quick = false;
   int reps = 0;
+  int tensors = 0;
   std::string json;
   rg::cli::FlagParser flags("bench_safetensors_header", "load_safetensors on headers of 1000 to 100000 tensors.");
   flags.add_bool("--quick", &quick, "up to 10000 tensors only");
+  flags.add_int("--tensors", &tensors, "one size only: a header of N tensors", 1, 10'000'000).metavar("N");
   flags.add_int("--reps", &reps, "timed repetitions per size (the median is reported)", 1, 100).default_text("5");
   flags.add_string("--json", &json, "also write the rows as JSON").metavar("FILE");
   flags.parse(argc, argv);
@@ -59,8 +76,9 @@ int main(int argc, char** argv) {
 
   const fs::path dir = fs::temp_directory_path() / ("ringgrad_bench_header_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::vector<int64_t> counts =
-      quick ? std::vector<int64_t>{1000, 10000} : std::vector<int64_t>{1000, 10000, 40000, 100000};
+  const std::vector<int64_t> counts = tensors > 0 ? std::vector<int64_t>{tensors}
+                                      : quick     ? std::vector<int64_t>{1000, 10000}
+                                                  : std::vector<int64_t>{1000, 10000, 40000, 100000};
   bench::Table table(
       "load",
       {{"tensors", "", 9}, {"header", "MB", 8}, {"load", "ms", 9}, {"per tensor", "us", 10}, {"#wrong", "", 6}});

@@ -3,8 +3,9 @@
 // The reader trusts nothing in the file. It checks the header length against the file size, parses
 // the JSON, and checks every entry -- dtype, shape, offsets, byte count -- and that the entries tile
 // the data buffer, all before it allocates a single tensor: every allocation is then bounded by the
-// size of the file itself. The JSON is parsed in one linear pass that refuses repeated keys and
-// deep nesting as it goes (HeaderParser), and every value quoted in an error is cut to ~100 chars.
+// size of the file itself. The JSON is parsed in one linear pass that refuses deep nesting as it
+// goes and never builds a DOM of the whole header, only of one entry at a time (HeaderParser);
+// repeated keys are refused too. Every value quoted in an error is escaped and cut to ~100 chars.
 //
 // The writer goes through nn/file_io.h's AtomicFile: a temporary beside the target, renamed over
 // it, never over anything but a regular file.
@@ -14,8 +15,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -72,12 +76,18 @@ struct Entry {
   uint64_t begin = 0, end = 0;  // byte range in the data buffer
 };
 
-// A SAX handler for json::sax_parse: nlohmann's own DOM builder does the work, and this refuses,
-// as the text streams past, what json::parse would accept silently or dangerously:
-//   a repeated key   nlohmann keeps the last of two equal keys, so "w" twice would drop a tensor
-//                    unseen (and "dtype" twice in one entry would hide which one counts)
+// A SAX handler for json::sax_parse that never holds the whole header as a DOM. Only one entry's
+// value is built at a time (by nlohmann's own DOM builder) and handed to `on_entry` as soon as it
+// closes; the caller checks it and keeps an Entry, a few dozen bytes. A DOM of the whole header
+// costs ~700 bytes per tensor -- most of the 1.37 GB a 1M-tensor header used to take.
+//
+// As the text streams past, it refuses what json::parse would accept silently or dangerously:
+//   a repeated key   nlohmann keeps the last of two equal keys, so "dtype" twice in one entry would
+//                    hide which one counts. Inside an entry this is checked here, with one set of
+//                    keys per open object; the root's keys (the tensor names, a million of them)
+//                    are not copied into a set: the caller keeps every name anyway and looks for
+//                    a repeat once the parse is done (see Reader::load).
 //   deep nesting     see kMaxHeaderDepth
-// One hash set of keys per open object: linear in the header's size.
 class HeaderParser {
  public:
   using number_integer_t = json::number_integer_t;
@@ -85,37 +95,67 @@ class HeaderParser {
   using number_float_t = json::number_float_t;
   using string_t = json::string_t;
   using binary_t = json::binary_t;
+  // Called with each top-level key and its value, in file order. It may take both (std::move).
+  using OnEntry = std::function<void(std::string& name, json& value)>;
 
-  explicit HeaderParser(json& root) : dom_(root, /*allow_exceptions=*/false) {}
+  explicit HeaderParser(OnEntry on_entry) : on_entry_(std::move(on_entry)) {}
 
-  bool null() { return dom_.null(); }
-  bool boolean(bool v) { return dom_.boolean(v); }
-  bool number_integer(number_integer_t v) { return dom_.number_integer(v); }
-  bool number_unsigned(number_unsigned_t v) { return dom_.number_unsigned(v); }
-  bool number_float(number_float_t v, const string_t& text) { return dom_.number_float(v, text); }
-  bool string(string_t& v) { return dom_.string(v); }
-  bool binary(binary_t& v) { return dom_.binary(v); }
+  bool null() {
+    return scalar("null", [](Dom& d) { return d.null(); });
+  }
+  bool boolean(bool v) {
+    return scalar("boolean", [&](Dom& d) { return d.boolean(v); });
+  }
+  bool number_integer(number_integer_t v) {
+    return scalar("number", [&](Dom& d) { return d.number_integer(v); });
+  }
+  bool number_unsigned(number_unsigned_t v) {
+    return scalar("number", [&](Dom& d) { return d.number_unsigned(v); });
+  }
+  bool number_float(number_float_t v, const string_t& text) {
+    return scalar("number", [&](Dom& d) { return d.number_float(v, text); });
+  }
+  bool string(string_t& v) {
+    return scalar("string", [&](Dom& d) { return d.string(v); });
+  }
+  bool binary(binary_t& v) {
+    return scalar("binary", [&](Dom& d) { return d.binary(v); });
+  }
+
   bool start_object(std::size_t n) {
     if (!enter()) return false;
+    if (depth_ == 1) {  // the root: its keys are tensor names, checked by the caller
+      root_is_object_ = true;
+      return true;
+    }
     keys_.emplace_back();
-    return dom_.start_object(n);
+    return start_container([&](Dom& d) { return d.start_object(n); });
   }
   bool key(string_t& k) {
-    if (!keys_.back().insert(k).second) {
-      problem_ = "the header repeats the key \"" + bounded(k) + "\"";
-      return false;
+    if (root_is_object_ && depth_ == 1) {
+      if (k == kMetadataKey && std::exchange(seen_metadata_, true)) return repeated(k);
+      name_ = std::move(k);  // the lexer clears its buffer before the next token
+      return true;
     }
-    return dom_.key(k);
+    if (!keys_.back().insert(k).second) return repeated(k);
+    return !dom_ || dom_->key(k);
   }
   bool end_object() {
+    if (--depth_ == 0) return true;  // the root object
     keys_.pop_back();
-    --depth_;
-    return dom_.end_object();
+    return end_container([](Dom& d) { return d.end_object(); });
   }
-  bool start_array(std::size_t n) { return enter() && dom_.start_array(n); }
+  bool start_array(std::size_t n) {
+    if (!enter()) return false;
+    if (depth_ == 1) {
+      root_type_ = "array";  // refused after the parse, so that bad JSON is reported as such first
+      return true;
+    }
+    return start_container([&](Dom& d) { return d.start_array(n); });
+  }
   bool end_array() {
-    --depth_;
-    return dom_.end_array();
+    if (--depth_ == 0) return true;
+    return end_container([](Dom& d) { return d.end_array(); });
   }
   bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/, const json::exception& e) {
     // nlohmann's message quotes the token it stopped in, which may be a 50 MB string.
@@ -125,18 +165,67 @@ class HeaderParser {
 
   // Why sax_parse returned false.
   const std::string& problem() const { return problem_; }
+  // After a successful parse: the JSON type of the root when it is not an object, else empty.
+  const char* root_type() const { return root_is_object_ ? "" : root_type_; }
 
  private:
+  using Dom = nlohmann::detail::json_sax_dom_parser<json>;
+
   bool enter() {
     if (++depth_ <= kMaxHeaderDepth) return true;
     problem_ = detail::str("the header nests arrays and objects deeper than ", kMaxHeaderDepth,
                            " levels; a safetensors header needs 3 (the file is corrupt or not a safetensors file)");
     return false;
   }
+  bool repeated(const std::string& k) {
+    problem_ = "the header repeats the key \"" + bounded(k) + "\"";
+    return false;
+  }
+  // An entry's value starts when a value begins directly inside the root object.
+  void begin_value() {
+    value_ = json();
+    dom_.emplace(value_, /*allow_exceptions=*/false);
+  }
+  bool finish_value() {
+    dom_.reset();
+    on_entry_(name_, value_);
+    value_ = json();  // frees what on_entry left
+    return true;
+  }
+  template <typename Event>
+  bool scalar(const char* type, Event&& event) {
+    if (depth_ == 0) {  // the whole header is one scalar
+      root_type_ = type;
+      return true;
+    }
+    if (root_is_object_ && depth_ == 1) {
+      begin_value();
+      event(*dom_);
+      return finish_value();
+    }
+    return !dom_ || event(*dom_);  // no DOM inside a root that is not an object: only checked
+  }
+  template <typename Event>
+  bool start_container(Event&& event) {  // depth_ already counts the new container
+    if (root_is_object_ && depth_ == 2) begin_value();
+    return !dom_ || event(*dom_);
+  }
+  template <typename Event>
+  bool end_container(Event&& event) {  // depth_ already excludes the closed container
+    if (!dom_) return true;
+    event(*dom_);
+    return depth_ == 1 ? finish_value() : true;
+  }
 
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  // std::set, not a hash set: std::hash has a fixed seed, so a header of keys crafted to collide
-  // would make the check quadratic; a tree is O(n log n) whatever the keys.
+  OnEntry on_entry_;
+  std::string name_;        // the root key whose value is being read
+  json value_;              // that value, while dom_ builds it
+  std::optional<Dom> dom_;  // set while inside an entry's value
+  bool root_is_object_ = false;
+  bool seen_metadata_ = false;
+  const char* root_type_ = "null";
+  // std::set, not a hash set: std::hash has a fixed seed, so keys crafted to collide would make
+  // the check quadratic; a tree is O(n log n) whatever the keys. Only objects below the root.
   std::vector<std::set<std::string>> keys_;
   int depth_ = 0;
   std::string problem_;
@@ -156,6 +245,16 @@ class Reader {
     throw Error(detail::str("load_safetensors: '", path_, "': ", args...));
   }
 
+  // Runs a check; the first failure's message goes to `problem` instead of out as an exception.
+  template <typename Check>
+  static void try_check(Check&& check, std::string& problem) {
+    try {
+      check();
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+  }
+
   // A JSON number that is a non-negative integer (not 2.0, not -1), or false.
   static bool as_uint(const json& j, uint64_t* out) {
     if (j.is_number_unsigned()) {
@@ -169,10 +268,9 @@ class Reader {
     return false;
   }
 
-  Entry parse_entry(const std::string& name, const json& value, uint64_t buffer_bytes) const {
-    Entry e;
-    e.name = name;
-    const std::string shown = bounded(name);
+  // Checks one entry and fills `e` (whose name is set) from it.
+  void parse_entry(const json& value, uint64_t buffer_bytes, Entry& e) const {
+    const std::string shown = bounded(e.name);
     if (!value.is_object()) fail("tensor '", shown, "': expected a JSON object, got ", value.type_name());
     const auto dtype = value.find("dtype");
     const auto shape = value.find("shape");
@@ -216,7 +314,15 @@ class Reader {
     if (e.end - e.begin != numel * item)
       fail("tensor '", shown, "': shape ", quoted(*shape), " of ", dtype->get<std::string>(), " needs ", numel * item,
            " bytes, but data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin);
-    return e;
+  }
+
+  void parse_metadata(const json& value, std::map<std::string, std::string>& metadata) const {
+    if (value.is_null()) return;
+    if (!value.is_object()) fail("\"__metadata__\" must be an object of strings, got ", value.type_name());
+    for (const auto& [key, v] : value.items()) {
+      if (!v.is_string()) fail("\"__metadata__\" entry '", bounded(key), "' must be a string, got ", quoted(v));
+      metadata[key] = v.get<std::string>();
+    }
   }
 
   StateDict load(std::map<std::string, std::string>* metadata_out) {
@@ -240,39 +346,45 @@ class Reader {
     const uint64_t buffer_bytes = file_bytes - 8 - header_bytes;
 
     // --- the JSON header -------------------------------------------------------------------------
-    std::string text(header_bytes, '\0');
-    read_at(8, text.data(), header_bytes);
-    json header;
-    HeaderParser parser(header);
-    bool parsed = false;
-    try {
-      parsed = json::sax_parse(text, &parser);
-    } catch (const json::exception& e) {  // not expected (errors reach parse_error), but never a crash
-      fail("the header is not valid JSON (", bounded(e.what(), 3 * kMaxQuotedChars), ")");
-    }
-    if (!parsed) fail(parser.problem().empty() ? std::string("the header is not valid JSON") : parser.problem());
-    text = std::string();  // a 100 MB header is not held twice while the tensors are read
-    if (!header.is_object()) fail("the header must be a JSON object, got ", header.type_name());
-
+    // Each entry is checked as soon as its value closes, but a failed check is only reported after
+    // the whole parse: invalid JSON and a repeated key are the first things to say about a file.
+    // A std::deque, not a vector: no copy of a million entries each time it grows.
+    std::deque<Entry> entries;
     std::map<std::string, std::string> metadata;
-    std::vector<Entry> entries;
-    for (const auto& [name, value] : header.items()) {
+    std::string entry_problem;
+    HeaderParser parser([&](std::string& name, json& value) {
       if (name == kMetadataKey) {
-        if (value.is_null()) continue;
-        if (!value.is_object()) fail("\"__metadata__\" must be an object of strings, got ", value.type_name());
-        for (const auto& [key, v] : value.items()) {
-          if (!v.is_string()) fail("\"__metadata__\" entry '", bounded(key), "' must be a string, got ", quoted(v));
-          metadata[key] = v.get<std::string>();
-        }
-        continue;
+        if (entry_problem.empty()) try_check([&] { parse_metadata(value, metadata); }, entry_problem);
+        return;
       }
-      entries.push_back(parse_entry(name, value, buffer_bytes));
-    }
+      Entry& e = entries.emplace_back();
+      e.name = std::move(name);  // kept even after a failed check: the repeat check needs them all
+      if (entry_problem.empty()) try_check([&] { parse_entry(value, buffer_bytes, e); }, entry_problem);
+    });
+    {
+      std::string text(header_bytes, '\0');
+      read_at(8, text.data(), header_bytes);
+      bool parsed = false;
+      try {
+        parsed = json::sax_parse(text, &parser);
+      } catch (const json::exception& e) {  // not expected (errors reach parse_error), but never a crash
+        fail("the header is not valid JSON (", bounded(e.what(), 3 * kMaxQuotedChars), ")");
+      }
+      if (!parsed) fail(parser.problem().empty() ? std::string("the header is not valid JSON") : parser.problem());
+    }  // a 100 MB header is not held while the tensors are read
+    if (*parser.root_type() != '\0') fail("the header must be a JSON object, got ", parser.root_type());
+
+    // A repeated tensor name: the parser keeps no set of the names, so sort pointers to them.
+    std::vector<Entry*> sorted;
+    sorted.reserve(entries.size());
+    for (Entry& e : entries) sorted.push_back(&e);
+    std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) { return a->name < b->name; });
+    for (size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i]->name == sorted[i - 1]->name) fail("the header repeats the key \"", bounded(sorted[i]->name), "\"");
+    if (!entry_problem.empty()) throw Error(entry_problem);
 
     // --- the entries must tile the data buffer ----------------------------------------------------
-    std::vector<const Entry*> by_offset;
-    by_offset.reserve(entries.size());
-    for (const Entry& e : entries) by_offset.push_back(&e);
+    std::vector<Entry*> by_offset = std::move(sorted);
     std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
       return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
     });
@@ -294,10 +406,10 @@ class Reader {
 
     // --- only now allocate: each size was checked against the file's ----------------------------
     StateDict tensors;
-    for (const Entry* e : by_offset) {
+    for (Entry* e : by_offset) {
       Tensor t = empty(e->shape, TensorOptions(e->dtype).device(Device::cpu()));
       if (e->end > e->begin) read_at(8 + header_bytes + e->begin, t.data(), e->end - e->begin);
-      tensors.emplace(e->name, std::move(t));
+      tensors.emplace(std::move(e->name), std::move(t));  // the name moves: not held twice
     }
     if (metadata_out) *metadata_out = std::move(metadata);
     return tensors;
