@@ -51,6 +51,10 @@ class StoreServer {
   // limit (a stopped client, a port scanner): a rendezvous that times out says so.
   int64_t refused_token() const { return refused_token_.load(); }
   int64_t refused_silent() const { return refused_silent_.load(); }
+  // As of the end of the server's last poll round: the connections it holds, and the bytes their
+  // buffers keep allocated (for tests: closed connections must leave nothing behind).
+  int64_t connections() const { return connections_.load(); }
+  int64_t buffered_bytes() const { return buffered_bytes_.load(); }
 
  private:
   using ConnId = uint64_t;  // never reused, unlike fds, so a stale waiter entry cannot hit a newcomer
@@ -71,6 +75,7 @@ class StoreServer {
   void expire_deadlines();
   void unlist(ConnId id, Connection& c);
   void close_dead();
+  void count_memory();
   std::vector<std::string> missing(const std::vector<std::string>& keys) const;
 
   Listener listener_;
@@ -78,6 +83,7 @@ class StoreServer {
   int64_t max_value_bytes_;
   int wake_fd_ = -1;                                           // the destructor writes here to wake poll()
   std::atomic<int64_t> refused_token_{0}, refused_silent_{0};  // written by the server thread only
+  std::atomic<int64_t> connections_{0}, buffered_bytes_{0};    // likewise
   bool accept_failure_reported_ = false;
 
   // Touched by the server thread only, so they need no lock.
@@ -85,6 +91,7 @@ class StoreServer {
   std::map<ConnId, Connection> conns_;
   std::unordered_map<std::string, std::vector<ConnId>> waiters_;  // key -> connections held on it
   ConnId next_id_ = 0;
+  std::vector<uint8_t> read_buffer_;  // receive() reads into it, then copies what came to c.in
 
   std::thread thread_;  // last: starts once everything above exists
 };
