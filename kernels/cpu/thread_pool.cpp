@@ -7,8 +7,13 @@
 // unclaimed when the caller gets there, the caller runs.
 #include "kernels/cpu/thread_pool.h"
 
+#ifndef RINGGRAD_POOL_POLL_US
+#define RINGGRAD_POOL_POLL_US 50
+#endif
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -21,6 +26,30 @@ namespace ringgrad {
 namespace kernels {
 namespace cpu {
 namespace {
+
+// How long a thread that has just finished its share polls before it goes to sleep: the helper for
+// the next job, the caller for the helpers' last parts. A sleep and a wake-up cost 10-50 us on a
+// VM, twice per split (the helper is woken, then the caller), which is as long as an add of 1M
+// floats takes on two cores; kernels often come in quick succession (an optimizer step, the ops of
+// a backward), so a short poll usually catches the next one. Bounded, unlike OpenMP's spinning
+// (see thread_pool.h): on a busy machine a poll costs at most this much of a core per split.
+constexpr std::chrono::microseconds kPoll(RINGGRAD_POOL_POLL_US);
+
+// Polls `done` until it holds or kPoll has passed; true when it holds.
+template <typename Done>
+bool poll_briefly(Done&& done) {
+  if (kPoll.count() == 0) return done();
+  const auto until = std::chrono::steady_clock::now() + kPoll;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();  // tells the core this is a wait loop: frees resources for its sibling
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
 
 struct Job {
   explicit Job(int part_count, const std::function<void(int)>& part_fn) : parts(part_count), fn(part_fn) {}
@@ -61,6 +90,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (int i = 0; i < wakeups; ++i) queue_.push_back(job);
+      queued_.fetch_add(wakeups, std::memory_order_release);
     }
     if (wakeups == 1)
       wake_.notify_one();
@@ -77,11 +107,13 @@ class Pool {
   void loop() {
     for (;;) {
       std::shared_ptr<Job> job;
+      poll_briefly([this] { return queued_.load(std::memory_order_acquire) > 0; });
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [this] { return !queue_.empty(); });
         job = std::move(queue_.front());
         queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       job->work();  // the shared_ptr keeps the counters alive even if the caller has returned
     }
@@ -90,6 +122,7 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<int> queued_{0};  // queue_.size(), readable without the mutex (by a polling helper)
   std::vector<std::thread> threads_;
 };
 
@@ -114,6 +147,7 @@ void parallel_for(int parts, const std::function<void(int)>& fn) {
   const int wakeups = std::min(parts, kernel_threads()) - 1;
   if (wakeups > 0) Pool::instance().post(job, wakeups);
   job->work();
+  poll_briefly([&] { return job->finished.load(std::memory_order_acquire) == parts; });
   std::unique_lock<std::mutex> lock(job->mutex);
   job->all_done.wait(lock, [&] { return job->finished.load() == parts; });
   if (job->error) std::rethrow_exception(job->error);
