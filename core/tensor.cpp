@@ -110,6 +110,21 @@ void Tensor::set_grad(const Tensor& grad) const {
   autograd_meta().grad = grad;
 }
 
+void Tensor::set_grad_destination(const Tensor& destination) const {
+  RINGGRAD_CHECK(is_leaf(), "set_grad_destination: expected a leaf, got the output of ", grad_fn()->name());
+  if (destination.defined()) {
+    RINGGRAD_CHECK(destination.shape() == shape(), "set_grad_destination: expected a destination of shape ", shape(),
+                   ", got ", destination.shape());
+    ops::check_same("set_grad_destination", *this, destination, "the tensor", "destination");
+  }
+  autograd_meta().grad_destination = destination;
+}
+
+Tensor Tensor::grad_destination() const {
+  const TensorImpl& t = checked();
+  return t.autograd ? t.autograd->grad_destination : Tensor();
+}
+
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<Node> kNone;
   const TensorImpl& t = checked();

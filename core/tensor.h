@@ -188,6 +188,15 @@ class Tensor {
   void register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
   /// Leaves only: the AccumulateGrad node that adds incoming gradients into .grad (created on demand).
   std::shared_ptr<Node> grad_accumulator() const;
+  /// Leaves only: memory that the gradient is to live in, provided by the leaf's owner (DDP's buckets:
+  /// a view of the flat buffer it all-reduces). While .grad is undefined or is this tensor, backward
+  /// writes the gradient there and .grad becomes it: a backward that can compute the gradient in
+  /// place does so (a GEMM writing its output there, adding when .grad already holds one), any other
+  /// backward's result is copied or added in. A .grad that is some other tensor (set_grad) is
+  /// accumulated as usual and the destination is left alone. Same shape, dtype and device as this
+  /// tensor; undefined (the default, or passed here) turns it off.
+  void set_grad_destination(const Tensor& destination) const;
+  Tensor grad_destination() const;  ///< see set_grad_destination(); undefined when none is set
 
   AutogradMeta& autograd_meta() const;  ///< created on first call
 
@@ -208,6 +217,7 @@ struct AutogradMeta {
   std::weak_ptr<Node> grad_accumulator;  ///< leaves only; weak, or leaf -> node -> leaf would be a cycle
   std::vector<TensorHook> hooks;         ///< leaves only (non-leaf hooks live on grad_fn)
   std::vector<PostAccumulateHook> post_accumulate_hooks;  ///< leaves only
+  Tensor grad_destination;  ///< leaves only: where .grad is to live (Tensor::set_grad_destination)
 };
 
 // --- factories -------------------------------------------------------------------------------------

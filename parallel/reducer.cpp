@@ -28,9 +28,6 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     size_t bucket = 0;
     int64_t offset = 0;  // elements into the bucket's buffer
     Tensor view;         // its slot of the bucket, shaped like the parameter
-    // gradient_as_bucket_view: the parameter's gradient sink, told to accumulate into `view`. Held
-    // so that the sink (and what it was told) lives as long as this reducer.
-    std::shared_ptr<AccumulateGrad> sink;
   };
   struct Bucket {
     std::vector<size_t> params;  // in the order their gradients are expected
@@ -225,7 +222,7 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
                    "parameter on one device (one process per device), got '",
                    parameters.front().first, "' on ", parameters.front().second.device(), " and '", name, "' on ",
                    t.device());
-    s.params.push_back({name, t, 0, 0, Tensor(), nullptr});
+    s.params.push_back({name, t, 0, 0, Tensor()});
   }
 
   // Buckets, filled in reverse registration order: backward produces the last layer's gradients
@@ -257,12 +254,10 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
   }
   for (State::Param& p : s.params) {
     p.view = s.buckets[p.bucket].buffer.narrow(0, p.offset, p.tensor.numel()).view(p.tensor.shape());
-    if (!options.gradient_as_bucket_view()) continue;
     // Backward then writes each gradient straight into its slot (a linear layer's weight gradient is
-    // the GEMM's output there; others are copied or added in by the sink): the .grad the optimizer
-    // reads is the bucket the all-reduce averaged, with no copy in either direction.
-    p.sink = std::dynamic_pointer_cast<AccumulateGrad>(p.tensor.grad_accumulator());
-    if (p.sink) p.sink->grad_buffer = p.view;
+    // the GEMM's output there; other gradients are copied or added in by autograd): the .grad the
+    // optimizer reads is the bucket the all-reduce averaged, with no copy in either direction.
+    if (options.gradient_as_bucket_view()) p.tensor.set_grad_destination(p.view);
   }
   s.param_ready.assign(s.params.size(), false);
   s.reset_step();
@@ -278,10 +273,10 @@ Reducer::Reducer(const std::vector<std::pair<std::string, Tensor>>& parameters, 
 }
 
 Reducer::~Reducer() {
-  // The sinks outlive this reducer with the model: they go back to gradients of their own. A .grad
-  // that is a view keeps its bucket's memory alive.
+  // The parameters outlive this reducer with the model: they go back to gradients of their own. A
+  // .grad that is a view keeps its bucket's memory alive.
   for (State::Param& p : state_->params)
-    if (p.sink && p.sink->grad_buffer.same(p.view)) p.sink->grad_buffer = Tensor();
+    if (p.tensor.grad_destination().same(p.view)) p.tensor.set_grad_destination(Tensor());
 }
 
 void Reducer::prepare_for_backward(const Tensor& output, SteadyTime forward_start, SteadyTime forward_end) {

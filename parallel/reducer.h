@@ -10,21 +10,26 @@
 ///   1. At construction, parameters are assigned to BUCKETS, in reverse registration order (backward
 ///      produces the last layer's gradients first), each bucket a flat buffer of about bucket_cap_mb
 ///      (the first one smaller, first_bucket_cap_mb, so communication starts early).
-///   2. A post-accumulate hook on every parameter copies its fresh .grad into its slot of the bucket.
+///   2. A post-accumulate hook on every parameter marks it ready (copying its fresh .grad into its
+///      slot of the bucket, unless backward wrote it there: gradient_as_bucket_view, below).
 ///      When a bucket's last gradient arrives, its all-reduce (average) is launched -- asynchronously,
 ///      on the process group's communication thread, while backward continues with earlier layers.
 ///      Buckets are launched in index order on every rank, so the ranks' collectives always match.
 ///   3. A final callback of the autograd engine, run when backward is done, waits for the buckets
 ///      still in flight (the EXPOSED communication: the part overlap could not hide) and writes the
-///      averages back into .grad.
+///      averages back into .grad (nothing to write with gradient_as_bucket_view: .grad is the slot).
 /// @endcode
 ///
-/// gradient_as_bucket_view copies nothing: each parameter's AccumulateGrad is told that its gradient
-/// lives in the parameter's slot (AccumulateGrad::grad_buffer), so backward writes it there -- a
-/// linear layer's weight gradient is its GEMM's output in the slot -- and .grad is that slot.
+/// With gradient_as_bucket_view (the default) nothing is copied in step 2 or 3: each parameter's slot
+/// is its gradient destination (Tensor::set_grad_destination, a core mechanism that knows nothing of
+/// DDP), so backward writes the gradient there -- a linear layer's weight gradient is its GEMM's
+/// output in the slot -- and .grad is that slot. A .grad the user replaced is copied into the slot
+/// when it is marked ready, and .grad is made the slot again (as in PyTorch). With it off, .grad is
+/// backward's own tensor, copied into the bucket by the hook and the average copied back.
 ///
-/// no_sync: while sync is off the hooks do nothing and gradients accumulate in .grad locally; the next
-/// synchronised backward's hooks see the accumulated .grad, so its sum is what gets averaged.
+/// no_sync: while sync is off the hooks do nothing and gradients accumulate in .grad locally (in the
+/// slot, with the view); the next synchronised backward's hooks see the accumulated .grad, so its sum
+/// is what gets averaged.
 #pragma once
 
 #include <chrono>
@@ -48,8 +53,10 @@ struct DDPOptions {
   RINGGRAD_ARG(double, first_bucket_cap_mb) = 1;  ///< the first bucket (the last layers), small so it is ready early
   RINGGRAD_ARG(bool, broadcast_buffers) = true;   ///< rank 0's buffers to every rank before each forward
   /// .grad is a view of its bucket, which backward writes into: no copy in or back. As in PyTorch, a
-  /// .grad held across steps is then modified in place by the next backward.
-  RINGGRAD_ARG(bool, gradient_as_bucket_view) = false;
+  /// .grad held across steps is then modified in place by the next backward (false: .grad is a
+  /// tensor of its own, copied into the bucket and back, PyTorch's default). On by default here: it
+  /// saves two copies of every gradient per step (bench_ddp_step: docs/benchmarks.md).
+  RINGGRAD_ARG(bool, gradient_as_bucket_view) = true;
   RINGGRAD_ARG(bool, find_unused_parameters) = false;  ///< walk the graph after forward; unused params count as ready
   RINGGRAD_ARG(bool, overlap) = true;  ///< false: all-reduce every bucket only after backward has finished
   /// What each bucket's communication is (parallel/comm_hook.h): one all-reduce by default,

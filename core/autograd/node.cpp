@@ -20,20 +20,36 @@ AccumulateGrad::AccumulateGrad(Tensor leaf_tensor) : leaf(std::move(leaf_tensor)
   sequence_nr = UINT64_MAX;
 }
 
-Tensor AccumulateGrad::grad_destination(double& beta) {
-  if (!grad_buffer.defined()) return Tensor();
+Tensor Node::claim_input_destination(int /*input_nr*/, double& /*beta*/) { return Tensor(); }
+
+namespace {
+
+// The leaf's gradient destination when it can take the gradient: it still matches the leaf (set_data
+// may have moved the leaf since) and .grad is undefined or is the destination itself.
+Tensor usable_destination(const Tensor& leaf, const AutogradMeta& meta) {
+  const Tensor& dest = meta.grad_destination;
+  if (!dest.defined() || dest.dtype() != leaf.dtype() || dest.device() != leaf.device() || dest.shape() != leaf.shape())
+    return Tensor();
+  if (meta.grad.defined() && !meta.grad.same(dest)) return Tensor();  // the user's own .grad: left alone
+  return dest;
+}
+
+}  // namespace
+
+Tensor AccumulateGrad::claim_input_destination(int /*input_nr*/, double& beta) {
   AutogradMeta& meta = leaf.autograd_meta();
   if (!meta.hooks.empty()) return Tensor();  // a hook may replace the gradient: it must see it whole
-  if (meta.grad.defined() && !meta.grad.same(grad_buffer)) return Tensor();
-  beta = meta.grad.defined() ? 1.0 : 0.0;  // undefined .grad: the buffer holds an old step's values
-  meta.grad = grad_buffer;
+  const Tensor dest = usable_destination(leaf, meta);
+  if (!dest.defined() || !dest.is_contiguous()) return Tensor();
+  beta = meta.grad.defined() ? 1.0 : 0.0;  // undefined .grad: the destination holds an old step's values
+  meta.grad = dest;
   written_in_place_ = true;
-  return grad_buffer;
+  return dest;
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_outputs) {
   Tensor grad = grad_outputs[0];
-  // A producer that wrote into grad_buffer delivered an undefined gradient (or only the rest of it,
+  // A producer that wrote into the destination delivered an undefined gradient (or only the rest of it,
   // from other uses of the leaf, which is added below): the leaf's gradient is complete all the same.
   const bool written_in_place = written_in_place_;
   written_in_place_ = false;
@@ -52,11 +68,11 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grad_output
   }
   const bool delivered = grad.same(grad_outputs[0]);  // a hook's tensor may be held by the hook's owner
   if (!grad.defined()) {
-    // Everything was written into grad_buffer in place.
-  } else if (grad_buffer.defined() && (!meta.grad.defined() || meta.grad.same(grad_buffer))) {
-    // .grad stays the owner's memory: copied into when empty, added into in place otherwise.
-    grad_buffer.copy_(meta.grad.defined() ? add(grad_buffer, grad) : grad);
-    meta.grad = grad_buffer;
+    // Everything was written into the destination in place.
+  } else if (const Tensor dest = usable_destination(leaf, meta); dest.defined()) {
+    // .grad is the owner's memory: copied into when empty, added into in place otherwise.
+    dest.copy_(meta.grad.defined() ? add(dest, grad) : grad);
+    meta.grad = dest;
   } else if (!meta.grad.defined()) {
     // Take the incoming tensor when nothing else can see it: the engine's buffer and `grad` here
     // are its only handles, no other tensor shares its memory, and it is dense. Otherwise copy --
@@ -82,6 +98,10 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
+}
+
+Tensor claim_gradient_destination(const Edge& edge, double& beta) {
+  return edge.valid() ? edge.node->claim_input_destination(edge.input_nr, beta) : Tensor();
 }
 
 Edge gradient_edge(const Tensor& t) {

@@ -50,6 +50,11 @@ struct Node : std::enable_shared_from_this<Node> {
   int num_outputs = 1;
   std::vector<OutputHook> pre_hooks;  ///< Tensor::register_hook on the outputs of this node
   bool released = false;              ///< a backward without retain_graph ran through this node
+
+  /// Where a producer may write the gradient for input `input_nr` of this node itself, and with
+  /// which `beta` (0: overwrite, 1: add to what is there). Undefined (the default): it must be
+  /// returned from apply() as usual. See claim_gradient_destination().
+  virtual Tensor claim_input_destination(int input_nr, double& beta);
 };
 
 /// Holds a tensor a backward needs. It is stored detached: keeping the output y with its grad_fn
@@ -71,24 +76,18 @@ struct AccumulateGrad final : Node {
   explicit AccumulateGrad(Tensor leaf);  ///< the sink of `leaf` (Tensor::grad_accumulator makes it)
   const char* name() const override { return "AccumulateGrad"; }
   /// Runs the leaf's gradient hooks on grad_outputs[0], adds the result into leaf's .grad (or sets it
-  /// when undefined), then runs the post-accumulate hooks.
+  /// when undefined; with a gradient destination, copies or adds it there), then runs the
+  /// post-accumulate hooks -- also when a producer wrote the whole gradient in place.
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
   Tensor leaf;  ///< strong: the node lives only as long as some graph points at it
 
-  /// Memory the leaf's gradient lives in, set by its owner (DDP's gradient_as_bucket_view: a view of
-  /// the bucket that is all-reduced). When .grad is undefined or is this tensor, gradients land here:
-  /// .grad becomes this tensor and later gradients are added into it in place, so the owner never
-  /// copies them in. Undefined (the default): .grad is managed as described above.
-  Tensor grad_buffer;
-  /// For an op whose backward computes the leaf's gradient with one GEMM (linear's weight): where to
-  /// write it directly and with which `beta` (0: overwrite, 1: add to what is there), which makes
-  /// grad_buffer the leaf's .grad. The op then returns an undefined gradient for this edge, and
-  /// apply() still runs the post-accumulate hooks. Undefined when the gradient must be returned as
-  /// usual: no grad_buffer, .grad is some other tensor, or a gradient hook has to see it first.
-  Tensor grad_destination(double& beta);
+  /// A leaf with a gradient destination (Tensor::set_grad_destination) whose .grad is undefined or is
+  /// that destination: hands it out (beta 0 when .grad is undefined, 1 when it is accumulated there)
+  /// and makes it .grad. Undefined when a gradient hook has to see the gradient first.
+  Tensor claim_input_destination(int input_nr, double& beta) override;
 
  private:
-  bool written_in_place_ = false;  // grad_destination() was handed out during this backward
+  bool written_in_place_ = false;  // claim_input_destination() handed the destination out in this backward
 };
 
 ///@{
@@ -100,6 +99,13 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 /// The edge along which a gradient w.r.t. `t` travels (invalid when t needs no grad).
 Edge gradient_edge(const Tensor& t);
+
+/// For a backward that can compute a gradient straight into given memory (a GEMM's output): the
+/// dense tensor to write the gradient for `edge` into, with `beta` (0: overwrite, 1: add to it), or
+/// undefined when the gradient must be returned as usual. A defined answer is a promise: the caller
+/// writes the whole gradient there and returns an undefined gradient for that edge. Today only a
+/// leaf with a gradient destination (Tensor::set_grad_destination) hands one out.
+Tensor claim_gradient_destination(const Edge& edge, double& beta);
 
 /// Makes `output` the result of a new NodeT whose edges lead to `inputs`, and returns the node so the
 /// caller can fill in what the backward needs:   record<TanhBackward>(y, {x}).y = save(y);

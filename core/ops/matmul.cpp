@@ -97,6 +97,18 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& 
   ops::backend_of(a, name).gemm(args, ops::stream_of(c));
 }
 
+// The gradient a @ b (2-D, already the shape of the input it is for) that travels along `edge`. When
+// that input is a leaf whose gradient has a destination (Tensor::set_grad_destination: DDP's bucket
+// slot), the GEMM writes it there itself -- adding with beta = 1 when a gradient is already
+// accumulated -- and the edge gets no tensor: no temporary, no copy. Otherwise the product is returned.
+Tensor gradient_gemm(const Tensor& a, const Tensor& b, const Edge& edge, const char* name) {
+  double beta = 0.0;
+  const Tensor into = claim_gradient_destination(edge, beta);
+  if (!into.defined()) return matmul(a, b);
+  gemm_into(a, b, into, Tensor(), name, Activation::None, beta);
+  return Tensor();
+}
+
 struct MatmulBackward final : Node {
   SavedTensor a, b;
   const char* name() const override { return "MatmulBackward"; }
@@ -105,13 +117,20 @@ struct MatmulBackward final : Node {
     const Tensor& a0 = a.unpack();
     const Tensor& b0 = b.unpack();
     Tensor grad_a, grad_b;
-    if (next_edges[0].valid()) grad_a = sum_to(matmul(g[0], b0.transpose(-1, -2)), a_shape);
+    if (next_edges[0].valid()) {
+      if (a_shape.size() == 2 && b_shape.size() == 2)
+        grad_a = gradient_gemm(g[0], b0.t(), next_edges[0], "matmul backward");
+      else
+        grad_a = sum_to(matmul(g[0], b0.transpose(-1, -2)), a_shape);
+    }
     if (next_edges[1].valid()) {
-      if (a_shape.size() >= 3 && b_shape.size() == 2) {
-        // b was shared by every batch entry: its gradient sums over the batch, i.e. one GEMM over
-        // the batch folded into the rows.
+      if (b_shape.size() == 2) {
+        // With a batch, b was shared by every batch entry: its gradient sums over the batch, i.e. one
+        // GEMM over the batch folded into the rows.
         const int64_t k = a_shape.back(), n = g[0].size(-1);
-        grad_b = matmul(a0.reshape({-1, k}).t(), g[0].reshape({-1, n}));
+        const bool batched = a_shape.size() >= 3;
+        grad_b = gradient_gemm((batched ? a0.reshape({-1, k}) : a0).t(), batched ? g[0].reshape({-1, n}) : g[0],
+                               next_edges[1], "matmul backward");
       } else {
         grad_b = sum_to(matmul(a0.transpose(-1, -2), g[0]), b_shape);
       }
@@ -135,24 +154,9 @@ struct LinearBackward final : Node {
             .unary_backward(kernels::UnaryOp::Relu, y.dtype(), y.data(), dense.data(), dy.data(), dy.numel(), 0.0,
                             ops::stream_of(y));
     }
-    return {next_edges[0].valid() ? matmul(dy, weight.unpack()) : Tensor(),
-            next_edges[1].valid() ? weight_gradient(dy) : Tensor(),
+    return {next_edges[0].valid() ? gradient_gemm(dy, weight.unpack(), next_edges[0], "linear backward") : Tensor(),
+            next_edges[1].valid() ? gradient_gemm(dy.t(), x.unpack(), next_edges[1], "linear backward") : Tensor(),
             has_bias && next_edges[2].valid() ? sum(dy, {0}) : Tensor()};
-  }
-
-  // dW = dy^T x. When the weight's .grad lives in memory its owner provides (DDP's
-  // gradient_as_bucket_view), the GEMM writes there itself -- adding with beta = 1 when a gradient is
-  // already accumulated -- and the edge gets no tensor: no temporary, no copy into the bucket.
-  Tensor weight_gradient(const Tensor& dy) {
-    auto* sink = dynamic_cast<AccumulateGrad*>(next_edges[1].node.get());
-    double beta = 0.0;
-    const Tensor into = sink != nullptr ? sink->grad_destination(beta) : Tensor();
-    if (!into.defined()) return matmul(dy.t(), x.unpack());
-    RINGGRAD_CHECK(into.is_contiguous() && into.dtype() == dy.dtype() && into.device() == dy.device(),
-                   "linear backward: expected the weight's gradient buffer dense, ", dy.dtype(), " on ", dy.device(),
-                   ", got ", into.dtype(), " on ", into.device(), " with strides ", into.strides());
-    gemm_into(dy.t(), x.unpack(), into, Tensor(), "linear backward", Activation::None, beta);
-    return Tensor();
   }
 };
 

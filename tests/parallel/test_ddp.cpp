@@ -49,9 +49,11 @@ TEST_CASE("ddp: float32 training matches one process within 1e-5, over TCP too",
   CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
-TEST_CASE("ddp: gradient_as_bucket_view and the non-overlapped variant train the same", "[ddp]") {
+// gradient_as_bucket_view is on by default, so the tests above run with it; view=0 is the copying
+// variant (.grad a tensor of its own, copied into the bucket and back).
+TEST_CASE("ddp: without gradient_as_bucket_view and non-overlapped, DDP trains the same", "[ddp]") {
   const std::vector<std::string> variant =
-      GENERATE(std::vector<std::string>{"view=1"}, std::vector<std::string>{"overlap=0", "cap=0"});
+      GENERATE(std::vector<std::string>{"view=0"}, std::vector<std::string>{"overlap=0", "cap=0"});
   std::vector<std::string> args = {"train"};
   args.insert(args.end(), variant.begin(), variant.end());
   const JobResult job = spawn_ranks(2, kWorker, args);
@@ -59,16 +61,29 @@ TEST_CASE("ddp: gradient_as_bucket_view and the non-overlapped variant train the
   CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
-// With gradient_as_bucket_view backward writes the gradients into the buckets themselves (a linear
-// layer's weight gradient is its GEMM's output there): accumulation across no_sync steps, which then
-// adds into the bucket in place, and unused parameters must come out as without it.
-TEST_CASE("ddp: gradient_as_bucket_view keeps no_sync accumulation and unused parameters right", "[ddp]") {
-  const JobResult accumulated = spawn_ranks(GENERATE(2, 3), kWorker, {"accumulate", "cap=0", "view=1"});
+// With gradient_as_bucket_view (the default) backward writes the gradients into the buckets
+// themselves (a linear layer's weight gradient is its GEMM's output there): accumulation across no_sync
+// steps, which then adds into the bucket in place, and unused parameters must come out as without it.
+TEST_CASE("ddp: no_sync accumulation and unused parameters are right with and without the bucket view", "[ddp]") {
+  const std::string view = GENERATE(std::string("view=1"), std::string("view=0"));
+  const JobResult accumulated = spawn_ranks(GENERATE(2, 3), kWorker, {"accumulate", "cap=0", view});
   INFO(all_output(accumulated));
   CHECK(all_succeeded(accumulated, /*say_ok=*/true));
-  const JobResult unused = spawn_ranks(2, kWorker, {"unused", "find_unused=1", "view=1"});
+  const JobResult unused = spawn_ranks(2, kWorker, {"unused", "find_unused=1", view});
   INFO(all_output(unused));
   CHECK(all_succeeded(unused, /*say_ok=*/true));
+}
+
+// The default is the bucket view: every .grad is its slot after each synchronised backward (the
+// worker checks it), also after a step in which the user replaced .grad with tensors of their own,
+// whose sums DDP must then copy into the buckets, average, and make .grad the slot again.
+TEST_CASE("ddp: by default .grad is the bucket slot, and a .grad the user replaced is averaged all the same", "[ddp]") {
+  const std::vector<std::string> variant =
+      GENERATE(std::vector<std::string>{"train"}, std::vector<std::string>{"train", "replace_grad=1"},
+               std::vector<std::string>{"train", "replace_grad=1", "view=0"});
+  const JobResult job = spawn_ranks(2, kWorker, variant);
+  INFO(all_output(job));
+  CHECK(all_succeeded(job, /*say_ok=*/true));
 }
 
 TEST_CASE("ddp: 4 micro-steps with no_sync on the first 3 equal one step on the 4x batch", "[ddp]") {

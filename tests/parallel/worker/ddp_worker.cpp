@@ -66,13 +66,25 @@ double max_relative_difference(const nn::Module& a, const nn::Module& b) {
   return worst;
 }
 
+// view=0 / view=1 set gradient_as_bucket_view; without it, DDP's default (on).
 parallel::DDPOptions ddp_options() {
-  return parallel::DDPOptions()
-      .bucket_cap_mb(std::stod(arg("cap", "25")))
-      .first_bucket_cap_mb(std::stod(arg("first_cap", "1")))
-      .gradient_as_bucket_view(arg("view", "0") == "1")
-      .overlap(arg("overlap", "1") == "1")
-      .comm_hook(parallel::comm_hook_named(arg("hook", "none")));
+  parallel::DDPOptions options = parallel::DDPOptions()
+                                     .bucket_cap_mb(std::stod(arg("cap", "25")))
+                                     .first_bucket_cap_mb(std::stod(arg("first_cap", "1")))
+                                     .overlap(arg("overlap", "1") == "1")
+                                     .comm_hook(parallel::comm_hook_named(arg("hook", "none")));
+  if (g_args.count("view")) options.gradient_as_bucket_view(arg("view", "1") == "1");
+  return options;
+}
+
+// After a synchronised backward: with gradient_as_bucket_view every .grad must be its parameter's
+// gradient destination (the bucket slot the average is in), without it no destination may be set.
+bool grads_are_bucket_views(const std::vector<Tensor>& params, bool view) {
+  for (const Tensor& p : params) {
+    const bool is_view = p.grad_destination().defined() && p.grad().same(p.grad_destination());
+    if (is_view != view || (!view && p.grad_destination().defined())) return false;
+  }
+  return true;
 }
 
 // K steps of DDP against K steps of one process on the global batch.
@@ -103,7 +115,16 @@ int train(parallel::ProcessGroup& pg) {
     const Tensor xs = x.narrow(0, pg.rank() * per_rank, per_rank).to(device);
     const Tensor ys = y.narrow(0, pg.rank() * per_rank, per_rank).to(device);
     opt->zero_grad();
+    // replace_grad=1: on odd steps the user's own tensors are .grad (backward adds into them, off
+    // the buckets); DDP must average them all the same and make .grad its bucket slot again.
+    if (arg("replace_grad", "0") == "1" && s % 2 == 1)
+      for (const Tensor& p : ddp.parameters()) p.set_grad(zeros_like(p));
     cross_entropy(ddp(xs), ys).backward();
+    if (!grads_are_bucket_views(ddp.parameters(), ddp_options().gradient_as_bucket_view())) {
+      std::printf("rank %d: step %lld: .grad is%s the bucket slot\n", pg.rank(), static_cast<long long>(s),
+                  ddp_options().gradient_as_bucket_view() ? " not" : "");
+      return 1;
+    }
     opt->step();
   }
   ddp.module()->to(Device::cpu());
