@@ -32,6 +32,21 @@ void reduce_typed(T* __restrict dst, const T* __restrict src, int64_t n, ReduceO
   }
 }
 
+// dst = (dst + src) / divisor: the sum and then divide_by(), bit for bit (two roundings, as there).
+template <typename T>
+void reduce_average_typed(T* __restrict dst, const T* __restrict src, int64_t n, int divisor) {
+  const T d = static_cast<T>(divisor);
+  for (int64_t i = 0; i < n; ++i) dst[i] = (dst[i] + src[i]) / d;
+}
+
+// reduce_average_typed for float32 and float64, the only dtypes ring_reduce_scatter fuses.
+void reduce_average(void* dst, const void* src, int64_t count, DType dtype, int divisor) {
+  if (dtype == DType::f32)
+    reduce_average_typed(static_cast<float*>(dst), static_cast<const float*>(src), count, divisor);
+  else
+    reduce_average_typed(static_cast<double*>(dst), static_cast<const double*>(src), count, divisor);
+}
+
 // bfloat16 and float16: each pair widened to float32, combined, and rounded back to nearest even.
 template <float (*kWiden)(uint16_t), uint16_t (*kNarrow)(float)>
 void reduce_16bit(uint16_t* dst, const uint16_t* src, int64_t n, ReduceOp op) {
@@ -110,10 +125,14 @@ void divide_by(void* data, int64_t count, DType dtype, int divisor) {
   }
 }
 
-void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks, DType dtype, ReduceOp op) {
+void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks, DType dtype, ReduceOp op,
+                         bool average) {
   const int n = ring.size, r = ring.position;
   const int64_t esize = dtype_size(dtype);
+  // The last step reduces into this rank's own chunk; in float32 and float64 it divides there too.
+  const bool fused = average && op == ReduceOp::Avg && (dtype == DType::f32 || dtype == DType::f64);
   for (int s = 0; s < n - 1; ++s) {
+    const bool divide_here = fused && s == n - 2;
     const Chunk& out = chunks[slot(r - 1 - s, n)];
     const Chunk& in = chunks[slot(r - 2 - s, n)];
     // Each piece is reduced the moment it arrives, straight from the transport's buffer, while
@@ -125,10 +144,16 @@ void ring_reduce_scatter(const RingStep& ring, const std::vector<Chunk>& chunks,
           const auto ebytes = static_cast<size_t>(esize);
           RINGGRAD_CHECK(offset % ebytes == 0 && bytes % ebytes == 0, "ring: a piece of ", bytes, " bytes at offset ",
                          offset, " does not hold whole ", dtype, " elements");
-          reduce_into(in.data + offset, data, static_cast<int64_t>(bytes) / esize, dtype, op);
+          const int64_t count = static_cast<int64_t>(bytes) / esize;
+          if (divide_here)
+            reduce_average(in.data + offset, data, count, dtype, n);
+          else
+            reduce_into(in.data + offset, data, count, dtype, op);
         },
         ring.deadline);
   }
+  const Chunk& own = chunks[static_cast<size_t>(r)];
+  if (average && op == ReduceOp::Avg && !fused) divide_by(own.data, own.count, dtype, n);
 }
 
 void ring_all_gather(const RingStep& ring, const std::vector<Chunk>& chunks, int64_t element_size) {
@@ -148,9 +173,7 @@ void ring_all_reduce(const RingStep& ring, void* data, int64_t count, DType dtyp
     return;  // one rank: the sum, min, max and average of one value is that value
   }
   const std::vector<Chunk> chunks = split_chunks(data, count, dtype_size(dtype), ring.size);
-  ring_reduce_scatter(ring, chunks, dtype, op);
-  const Chunk& own = chunks[static_cast<size_t>(ring.position)];
-  if (op == ReduceOp::Avg) divide_by(own.data, own.count, dtype, ring.size);
+  ring_reduce_scatter(ring, chunks, dtype, op, /*average=*/true);  // this rank's chunk comes out averaged
   ring_all_gather(ring, chunks, dtype_size(dtype));
 }
 
