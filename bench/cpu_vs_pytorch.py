@@ -98,10 +98,10 @@ def goals_elementwise(threads):
 def goals_ddp(result):
     step = {r["mode"]: r["step"] for r in rows(result, "ddp_step") if isinstance(r.get("step"), (int, float))}
     out = []
+    # "ddp" runs DDP's defaults (gradient_as_bucket_view on); its "ddp-copy" row, with the view off,
+    # is there to show what the view saves, and is no goal.
     if "ddp" in step and "ddp-no_sync" in step:
-        out.append(("ddp / ddp-no_sync step", step["ddp"] / step["ddp-no_sync"], "<=", 1.15))
-    if "ddp-bucket_view" in step and "ddp-no_sync" in step:
-        out.append(("ddp-bucket_view / ddp-no_sync step", step["ddp-bucket_view"] / step["ddp-no_sync"], "<=", 1.15))
+        out.append(("ddp / ddp-no_sync step", step["ddp"] / step["ddp-no_sync"], "<=", 1.10))
     if "ddp" in step and "torch-ddp" in step:
         out.append(("ddp / torch-ddp step", step["ddp"] / step["torch-ddp"], "<=", 0.5))
     return out
