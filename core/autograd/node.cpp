@@ -39,7 +39,7 @@ Tensor usable_destination(const Tensor& leaf, const AutogradMeta& meta) {
 Tensor AccumulateGrad::claim_input_destination(int /*input_nr*/, double& beta) {
   AutogradMeta& meta = leaf.autograd_meta();
   if (!meta.hooks.empty()) return Tensor();  // a hook may replace the gradient: it must see it whole
-  const Tensor dest = usable_destination(leaf, meta);
+  Tensor dest = usable_destination(leaf, meta);
   if (!dest.defined() || !dest.is_contiguous()) return Tensor();
   beta = meta.grad.defined() ? 1.0 : 0.0;  // undefined .grad: the destination holds an old step's values
   meta.grad = dest;
