@@ -10,7 +10,9 @@
 // A file compiled for a wider level must not define anything another file could also define: an
 // inline function or template instantiated there with AVX-512 instructions could be the copy the
 // linker keeps for everyone. So those files include only <immintrin.h> and <cstdint>-like C headers
-// and keep their helpers in an anonymous namespace.
+// and keep their helpers in an anonymous namespace, or make each level's template instantiation
+// distinct (a parameter of the vector width). The test isa_objects_define_nothing_shared checks the
+// objects (tests/kernels/check_isa_objects.cmake).
 //
 // RINGGRAD_CPU_ISA=baseline|avx2|avx512 lowers the choice (to compare kernels on one machine, or to
 // run the portable path in a test); asking for more than the CPU has is an error.
