@@ -20,21 +20,28 @@ namespace ringgrad {
 namespace parallel {
 namespace {
 
-// How long diagnostics after a failure may wait on the store (see first_failure).
-constexpr std::chrono::milliseconds kDiagnosticLimit(3000);
+// How long diagnostics after a failure may wait on the store (see first_failure): a twentieth of the
+// collective's timeout, from 0.2 s to 3 s. A stopped rank 0 serves a store that never answers, so
+// this wait is added whole to every survivor's timeout: a twentieth keeps the job's end within 1.1x
+// the timeout a user set, at 10 s as at 300 s (it was a fixed 3 s: 13.1 s for a 10 s timeout).
+std::chrono::milliseconds diagnostic_limit(std::chrono::milliseconds timeout) {
+  return std::clamp(timeout / 20, std::chrono::milliseconds(200), std::chrono::milliseconds(3000));
+}
+// The same wait when setting up fails (agree_on_hierarchical): no collective timeout applies yet.
+constexpr std::chrono::milliseconds kSetupDiagnosticLimit(3000);
 
 // memcpy, but an empty tensor's data pointer may be null, and memcpy(null, null, 0) is undefined.
 void copy_bytes(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
-// Until the counter `key` reaches `count`, for kDiagnosticLimit at most: rank 0 serves the store, and
-// the store dies with it, so after a failure it lets the others finish reading and reporting first.
+// Until the counter `key` reaches `count`, for `limit` at most: rank 0 serves the store, and the
+// store dies with it, so after a failure it lets the others finish reading and reporting first.
 // Best effort: a store that does not answer ends the wait.
-void wait_for_count(Store& store, const std::string& key, int count) {
+void wait_for_count(Store& store, const std::string& key, int count, std::chrono::milliseconds limit) {
   try {
-    const ScopedStoreTimeout brief(store, kDiagnosticLimit);
-    const auto deadline = std::chrono::steady_clock::now() + kDiagnosticLimit;
+    const ScopedStoreTimeout brief(store, limit);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     while (store.add(key, 0) < count && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } catch (const std::exception&) {
@@ -67,7 +74,7 @@ bool agree_on_hierarchical(Store& store, int rank, int size, const std::string& 
   }
   store.add("ring/algorithm_read", 1);
   if (refused) {
-    if (rank == 0) wait_for_count(store, "ring/algorithm_read", size);
+    if (rank == 0) wait_for_count(store, "ring/algorithm_read", size, kSetupDiagnosticLimit);
     std::rethrow_exception(refused);
   }
   return hierarchical;
@@ -201,7 +208,7 @@ RingProcessGroup::~RingProcessGroup() {
 // rank 0, which is next to it or is it: so rank 0 gives them a brief while to read it and report
 // back before its process may exit. A rank that died never reports; then the wait ends at the limit.
 void RingProcessGroup::wait_for_failure_reports() {
-  if (store_) wait_for_count(*store_, "ring/failures_reported", size());
+  if (store_) wait_for_count(*store_, "ring/failures_reported", size(), diagnostic_limit(timeout()));
 }
 
 // A rank that is not next to a dead one only sees its neighbour hang up. The store tells it what
@@ -212,7 +219,7 @@ std::string RingProcessGroup::first_failure(const std::string& mine) {
   if (!store_) return "";
   std::string first;
   try {
-    const ScopedStoreTimeout brief(*store_, kDiagnosticLimit);
+    const ScopedStoreTimeout brief(*store_, diagnostic_limit(timeout()));
     if (store_->check({"ring/first_failure"}))
       first = store_->get_string("ring/first_failure");
     else
