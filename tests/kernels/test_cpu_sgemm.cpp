@@ -210,7 +210,7 @@ TEST_CASE("sgemm: bias and activations in the epilogue, after the last k block o
   }
 }
 
-TEST_CASE("sgemm: k = 0 leaves beta C (plus the epilogue); m or n = 0 writes nothing", "[kernels][sgemm]") {
+TEST_CASE("sgemm: k = 0 leaves beta C (plus the epilogue), and m or n = 0 writes nothing", "[kernels][sgemm]") {
   const auto levels = packed_levels();
   if (levels.empty()) {
     WARN("this CPU has no AVX2 + FMA: the packed GEMM never runs here");

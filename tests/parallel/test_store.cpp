@@ -554,8 +554,14 @@ TEST_CASE("TCPStore: idle and closed connections keep no read buffer on the serv
   // The clients' own memory is in these numbers too; 64 KiB per connection was 64 MB.
   INFO("RSS growth with " << kClients << " open: " << rss_open << " KiB; after " << kRounds * kClients
                           << " closed: " << resident_kib() - rss_before << " KiB");
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's quarantine keeps freed memory resident (26 MB here): the counters above are
+  // the check there, and the resident memory only without it.
+  WARN("resident memory not checked under AddressSanitizer: its quarantine keeps freed memory");
+#else
   CHECK(rss_open < 24 * 1024);
   CHECK(resident_kib() - rss_before < 16 * 1024);
+#endif
 }
 
 TEST_CASE("TCPStore: a key or message from the peer is escaped in errors", "[store]") {
