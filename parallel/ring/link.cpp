@@ -3,8 +3,12 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 
 #include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include <ringgrad/core/base/error.h>
@@ -35,6 +39,32 @@ void pause_cpu() {
 }
 
 }  // namespace
+
+namespace {
+
+// The state letter in /proc/<pid>/stat (R, S, T for a signal, t for a tracer, Z, ...), read after
+// the last ')' since the command name in parentheses may itself hold spaces; 0 when unreadable.
+char process_state(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : '\0';
+}
+
+}  // namespace
+
+bool process_alive(pid_t pid) {
+  if (pid <= 0) return true;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  return process_state(pid) != 'Z';
+}
+
+std::string stopped_note(const std::string& peer, pid_t pid) {
+  if (pid <= 0) return "";
+  const char state = process_state(pid);
+  if (state != 'T' && state != 't') return "";
+  return detail::str("; ", peer, " (pid ", pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)");
+}
 
 std::string describe_tag(uint64_t tag) { return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff); }
 

@@ -21,6 +21,8 @@
 // and both values instead of silently mixing data or waiting until the timeout.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -120,6 +122,16 @@ inline std::string peer_name(int rank, const std::string& host) {
 // neighbours on that ring, and they are at the same ring in the same order.
 std::unique_ptr<RingLink> connect_ring_link(Store& store, const RingNeighbours& ring, const std::string& master_addr,
                                             Deadline deadline);
+
+// The neighbours' processes, when they are on this host (same pid namespace): a wait that times out
+// says whether the neighbour is stopped rather than slow.
+//
+// False once `pid` has exited: gone (ESRCH) or a zombie until its parent reaps it. True for pid <= 0
+// (unknown: on another host).
+bool process_alive(pid_t pid);
+// "; rank 3 (pid 123) is stopped (SIGSTOP, Ctrl-Z or a debugger)" when that process is stopped, else
+// "" (pid <= 0 included), to end a timeout's message with.
+std::string stopped_note(const std::string& peer, pid_t pid);
 
 // "collective #12 step 3": the tag written for humans.
 std::string describe_tag(uint64_t tag);

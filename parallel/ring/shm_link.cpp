@@ -3,17 +3,17 @@
 
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <random>
 #include <thread>
 #include <utility>
@@ -34,6 +34,10 @@ static_assert((uint64_t{1} << 32) % kSlots == 0, "kSlots must divide 2^32");
 }  // namespace
 
 struct ShmChannel {
+  // A random number the creator writes and publishes with the channel's address: the sender checks
+  // it, so a /proc/<pid>/fd/<n> that has come to mean another file (the creator died and its pid was
+  // reused) is refused instead of written into.
+  uint64_t cookie;
   struct SlotInfo {
     uint64_t tag;            // the message this piece belongs to
     uint64_t message_bytes;  // the whole message's length, checked against what the reader expects
@@ -74,7 +78,7 @@ std::string read_link(const char* path) {
 // RINGGRAD_HOST_ID, when set and not empty, is the identity instead (as NCCL_HOSTID is NCCL's): ranks
 // with different ids are on different hosts as far as the ring goes -- TCP between them, even on one
 // machine, which lets tests emulate hosts without root -- and ranks with the same id must really
-// share /dev/shm and a pid namespace.
+// share a pid namespace (a channel is opened through /proc/<pid>/fd).
 std::string host_identity() {
   if (const char* id = std::getenv("RINGGRAD_HOST_ID"); id != nullptr && *id != '\0') return id;
   char host[256] = {};
@@ -87,45 +91,34 @@ std::string host_identity() {
 
 namespace {
 
-ShmChannel* map_channel(const std::string& name, bool create) {
-  const int fd = ::shm_open(name.c_str(), create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
-  RINGGRAD_CHECK(
-      fd >= 0, "ring: shm_open('", name, "') failed: ", std::strerror(errno),
-      create ? "" : " (are all ranks on this host and in one /dev/shm namespace? else use transport \"tcp\")");
-  if (create && ::ftruncate(fd, sizeof(ShmChannel)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::shm_unlink(name.c_str());
-    throw Error(detail::str("ring: cannot size shared memory '", name, "' to ", sizeof(ShmChannel),
-                            " bytes: ", std::strerror(err), " (is /dev/shm large enough?)"));
-  }
+// Maps `fd`, a memory file of sizeof(ShmChannel) bytes, shared: the mapping keeps the memory alive
+// once fd is closed.
+ShmChannel* map_channel(int fd, const char* what) {
   void* memory = ::mmap(nullptr, sizeof(ShmChannel), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);                                                     // the mapping keeps the memory alive
-  if (memory == MAP_FAILED && create) ::shm_unlink(name.c_str());  // a name no one can use: gone
-  RINGGRAD_CHECK(memory != MAP_FAILED, "ring: mmap of '", name, "' failed: ", std::strerror(err));
-  // A fresh segment is zero-filled, which is exactly head = tail = 0, nobody asleep, not aborted.
+  RINGGRAD_CHECK(memory != MAP_FAILED, "ring: mmap of ", what, " failed: ", std::strerror(errno));
   return static_cast<ShmChannel*>(memory);
 }
 
-// A process that exited is gone (ESRCH) or, until its parent reaps it, a zombie.
-// True when the process is stopped: state T (a signal) or t (a tracer) in /proc/<pid>/stat, read
-// after the last ')' since the command name in parentheses may itself hold spaces.
-bool process_stopped(pid_t pid) {
-  if (pid <= 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() && (text[close + 2] == 'T' || text[close + 2] == 't');
-}
+// A channel's address in the store: "pid:fd:cookie" -- the creator's pid and its descriptor of the
+// memory file, so that a process may open it as /proc/<pid>/fd/<fd> -- and its parts back.
+struct ChannelAddress {
+  pid_t pid = 0;
+  int fd = -1;
+  uint64_t cookie = 0;
+};
 
-bool process_alive(pid_t pid) {
-  if (pid <= 0) return true;
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string pid_text, comm, state;
-  if (stat >> pid_text >> comm >> state) return state != "Z";
-  return true;
+std::string format_address(const ChannelAddress& a) { return detail::str(a.pid, ":", a.fd, ":", std::hex, a.cookie); }
+
+ChannelAddress parse_address(const std::string& text, int rank) {
+  ChannelAddress a;
+  unsigned long long cookie = 0;
+  int used = 0;
+  const bool ok = std::sscanf(text.c_str(), "%d:%d:%llx%n", &a.pid, &a.fd, &cookie, &used) == 3 &&
+                  static_cast<size_t>(used) == text.size() && a.pid > 0 && a.fd >= 0;
+  RINGGRAD_CHECK(ok, "ring: rank ", rank, " published a malformed shared-memory channel '", detail::printable(text),
+                 "' (expected pid:fd:cookie)");
+  a.cookie = cookie;
+  return a;
 }
 
 std::string pid_key(const std::string& keys, int rank) { return keys + "/pid/" + std::to_string(rank); }
@@ -170,10 +163,7 @@ void check_not_aborted(const ShmChannel* channel, uint64_t tag) {
 void check_peer(const std::string& peer, pid_t peer_pid, Deadline deadline, uint64_t tag, bool receiving) {
   RINGGRAD_CHECK(process_alive(peer_pid), "ring: ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
   RINGGRAD_CHECK(Clock::now() < deadline, "ring: timed out at ", describe_tag(tag), " waiting for ", peer,
-                 receiving ? " to send" : " to take data",
-                 process_stopped(peer_pid)
-                     ? detail::str("; ", peer, " (pid ", peer_pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)")
-                     : std::string());
+                 receiving ? " to send" : " to take data", stopped_note(peer, peer_pid));
 }
 
 }  // namespace
@@ -182,32 +172,44 @@ void check_peer(const std::string& peer, pid_t peer_pid, Deadline deadline, uint
 
 ShmRecv::ShmRecv(Store& store, std::string keys, int rank, int prev, const std::string& here)
     : store_(store), keys_(std::move(keys)), rank_(rank), prev_(prev), prev_name_(peer_name(prev, here)) {
-  // A random name per channel keeps two jobs on one host from opening each other's channels.
-  std::random_device device;
-  channel_name_ = detail::str("/ringgrad-", std::hex, device(), device(), "-", std::dec, rank);
-  channel_ = map_channel(channel_name_, /*create=*/true);
+  // An anonymous memory file, not a named segment in /dev/shm: it has no name to be left behind. Its
+  // memory goes when the last descriptor and mapping of it go, when processes exit normally or are
+  // killed alike. The previous rank opens it through /proc/<our pid>/fd/<fd> while we hold the fd.
+  fd_ = ::memfd_create(detail::str("ringgrad-ring-", rank).c_str(), MFD_CLOEXEC);
+  RINGGRAD_CHECK(fd_ >= 0, "ring: memfd_create failed: ", std::strerror(errno));
+  if (::ftruncate(fd_, sizeof(ShmChannel)) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw Error(detail::str("ring: cannot size a shared-memory channel to ", sizeof(ShmChannel),
+                            " bytes: ", std::strerror(err)));
+  }
   try {
+    channel_ = map_channel(fd_, "a new shared-memory channel");
+    // A fresh memory file is zero-filled, which is exactly head = tail = 0, nobody asleep, not aborted.
+    std::random_device device;
+    const uint64_t cookie = (uint64_t{device()} << 32) | device();
+    channel_->cookie = cookie;
     store.set(pid_key(keys_, rank), std::to_string(::getpid()));
-    store.set(channel_key(keys_, rank), channel_name_);
+    store.set(channel_key(keys_, rank), format_address({::getpid(), fd_, cookie}));
   } catch (...) {
-    // A constructor that throws runs no destructor: give back the named segment here.
-    ::shm_unlink(channel_name_.c_str());
-    ::munmap(channel_, sizeof(ShmChannel));
+    // A constructor that throws runs no destructor.
+    if (channel_ != nullptr) ::munmap(channel_, sizeof(ShmChannel));
+    ::close(fd_);
     throw;
   }
 }
 
 void ShmRecv::accept(Deadline deadline) {
   (void)deadline;  // the store's own timeout bounds the wait
-  // Once the previous rank has mapped the channel, nobody needs its name any more.
+  // Once the previous rank has mapped the channel, nobody needs to open it again.
   store_.wait({mapped_key(keys_, prev_)});
   prev_pid_ = std::stoi(store_.get_string(pid_key(keys_, prev_)));
-  ::shm_unlink(channel_name_.c_str());
-  unlinked_ = true;
+  ::close(fd_);
+  fd_ = -1;
 }
 
 ShmRecv::~ShmRecv() {
-  if (!unlinked_) ::shm_unlink(channel_name_.c_str());  // setup failed halfway: no name left in /dev/shm
+  if (fd_ >= 0) ::close(fd_);
   ::munmap(channel_, sizeof(ShmChannel));
 }
 
@@ -255,8 +257,30 @@ void ShmRecv::abort(const std::string& reason) { set_abort(channel_, rank_, reas
 ShmSend::ShmSend(Store& store, const std::string& keys, int rank, int next, const std::string& here)
     : rank_(rank), next_name_(peer_name(next, here)) {
   store.set(pid_key(keys, rank), std::to_string(::getpid()));
-  channel_ = map_channel(store.get_string(channel_key(keys, next)), /*create=*/false);
+  const ChannelAddress address = parse_address(store.get_string(channel_key(keys, next)), next);
+  // Opening /proc/<pid>/fd/<fd> opens the memory file itself; it needs the same user (and a process
+  // that may be inspected: not set-uid) in the same pid namespace, which host_identity() checks.
+  const std::string path = detail::str("/proc/", address.pid, "/fd/", address.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  RINGGRAD_CHECK(fd >= 0, "ring: cannot open ", next_name_, "'s shared-memory channel ", path, ": ",
+                 std::strerror(errno),
+                 errno == ENOENT ? detail::str(" (has ", next_name_, " exited?)")
+                                 : std::string(" (are all ranks on this host run by one user, in one pid namespace? "
+                                               "else use transport \"tcp\")"));
+  struct stat info {};
+  const bool sized = ::fstat(fd, &info) == 0 && info.st_size == static_cast<off_t>(sizeof(ShmChannel));
+  if (!sized) ::close(fd);
+  RINGGRAD_CHECK(sized, "ring: ", path, " is not ", next_name_, "'s shared-memory channel (has it exited?)");
   try {
+    channel_ = map_channel(fd, path.c_str());
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);  // the mapping keeps the memory
+  try {
+    RINGGRAD_CHECK(channel_->cookie == address.cookie, "ring: ", path, " is not ", next_name_,
+                   "'s shared-memory channel (has it exited?)");
     next_pid_ = std::stoi(store.get_string(pid_key(keys, next)));
     store.set(mapped_key(keys, rank), "1");
   } catch (...) {

@@ -1,4 +1,4 @@
-// parallel/ring/shm_link.h: the ring's halves through POSIX shared memory -- neighbours on one host.
+// parallel/ring/shm_link.h: the ring's halves through shared memory -- neighbours on one host.
 //
 // Each rank creates one shared-memory *channel* for the data it receives (ShmRecv), and its previous
 // rank maps it to send into (ShmSend). A channel is a ring buffer of kSlots slots: the sender copies a
@@ -10,8 +10,10 @@
 // wakes it -- a system call made only when a flag in the page says that someone sleeps
 // (RingLink::exchange).
 //
-// Cleanup: once both sides have mapped a channel its name is unlinked, so the memory disappears
-// with the last process that maps it -- on a normal exit or a crash alike. A peer that dies is
+// Cleanup: a channel is an anonymous memory file (memfd_create), never a name in /dev/shm. The
+// previous rank opens it through /proc/<creator's pid>/fd/<fd> and maps it; then the creator closes
+// its descriptor, and the memory disappears with the last process that maps it -- on a normal exit or
+// a crash alike, whenever the crash comes: there is no name to be left behind. A peer that dies is
 // noticed within about 20 ms (its pid is checked while waiting), and a peer that fails sets the
 // channel's `aborted` flag, so neighbours report it at once instead of at their deadline.
 #pragma once
@@ -45,7 +47,7 @@ class ShmRecv final : public RecvHalf {
   void check(Deadline deadline, bool busy) override;
   void wait_ready(std::chrono::microseconds timeout) override;  // on the channel's head (futex.h)
   void abort(const std::string& reason) override;
-  void accept(Deadline deadline) override;  // waits until prev mapped the channel, then unlinks its name
+  void accept(Deadline deadline) override;  // waits until prev mapped the channel, then closes its fd
 
  private:
   Store& store_;
@@ -54,8 +56,7 @@ class ShmRecv final : public RecvHalf {
   std::string prev_name_;  // "rank 3" or "rank 3 at 10.0.0.2"
   pid_t prev_pid_ = 0;
   ShmChannel* channel_ = nullptr;
-  std::string channel_name_;
-  bool unlinked_ = false;
+  int fd_ = -1;  // the channel's memory file, open until prev has mapped it
   uint64_t tag_ = 0;
   uint8_t* into_ = nullptr;
   size_t bytes_ = 0, received_ = 0;

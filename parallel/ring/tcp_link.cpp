@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include <ringgrad/core/base/error.h>
+#include "parallel/ring/shm_link.h"
 
 namespace ringgrad {
 namespace parallel {
@@ -27,6 +28,14 @@ constexpr std::chrono::milliseconds kIntroductionLimit(5000);
 // kMaxAbortReason bytes of text): ranks further along the ring then report the real cause.
 constexpr uint64_t kAbortTag = ~uint64_t{0};
 constexpr uint64_t kMaxAbortReason = 1024;
+
+// This host as a number (FNV-1a of host_identity()), sent along with a pid: a pid is only worth
+// looking at in /proc when the process is on this host.
+uint64_t host_hash() {
+  uint64_t hash = 1469598103934665603ull;
+  for (const char c : host_identity()) hash = (hash ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return hash;
+}
 
 }  // namespace
 
@@ -58,37 +67,137 @@ TcpRecv::TcpRecv(Store& store, const std::string& keys, int rank, int prev, cons
     : rank_(rank), prev_(prev), prev_name_(peer_name(prev, "")), token_(job_token()) {
   const std::string me = local_address_towards(master_addr);
   listener_.emplace(me, 0);
-  store.set(keys + "/tcp/" + std::to_string(rank), me + ":" + std::to_string(listener_->port()));
+  // "address:port pid host": the pid and host let the previous rank say, when it times out waiting
+  // on this one, that this process is stopped (when it is on the same host).
+  store.set(keys + "/tcp/" + std::to_string(rank),
+            detail::str(me, ":", listener_->port(), " ", ::getpid(), " ", std::hex, host_hash()));
 }
 
+namespace {
+
+// A connection to the listener that has not yet said who it is: what it sent so far, and how long
+// it has to finish.
+struct Newcomer {
+  Socket socket;
+  Deadline until;
+  std::string said;
+};
+
+// What the previous rank says first: [u32 length][job token] when the job has one, then the Identity
+// below. Returns the length of that introduction.
+struct Identity {
+  uint32_t rank;
+  uint32_t pid;
+  uint64_t host;  // host_hash()
+};
+size_t introduction_bytes(const std::string& token) {
+  return (token.empty() ? 0 : 4 + token.size()) + sizeof(Identity);
+}
+
+// Reads what `n` sent without blocking; false when it broke the protocol or hung up (close it).
+bool read_introduction(Newcomer& n, const std::string& token, size_t length) {
+  char buffer[kMaxTokenBytes + 8];
+  try {
+    n.said.append(buffer, n.socket.recv_some(buffer, length - n.said.size(), "ring: reading an introduction"));
+  } catch (const Error&) {
+    return false;  // closed or reset
+  }
+  // A token of another length is refused as soon as its length is in, before reading on (the
+  // length goes first, little-endian: send_token).
+  if (!token.empty() && n.said.size() >= 4) {
+    uint32_t said = 0;
+    for (size_t i = 0; i < 4; ++i) said |= static_cast<uint32_t>(static_cast<uint8_t>(n.said[i])) << (8 * i);
+    if (said != token.size()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void TcpRecv::accept(Deadline deadline) {
-  // Accept until the previous rank shows up with the right token; anything else is closed. Each
-  // candidate gets a few seconds to introduce itself, not the whole setup deadline: a stray client
-  // that connects and says nothing (a port scanner, a stuck process) must not hold up the real peer
-  // queued behind it in the listen backlog.
+  // Accept until the previous rank shows up with the right token and its rank; anything else is
+  // closed. The newcomers are read side by side, each with a few seconds to introduce itself: stray
+  // clients that connect and say nothing (a port scanner, a stuck process, a flood of them) then
+  // cost the real peer nothing, however many there are, instead of a few seconds each one after
+  // the other. At most kMaxNewcomers are held; the longest-waiting one makes room for the next.
+  constexpr size_t kMaxNewcomers = 64;
+  const size_t length = introduction_bytes(token_);
+  std::vector<Newcomer> newcomers;
+  int refused = 0;
+  std::string first_refused;
+  auto refuse = [&](Newcomer& n) {
+    if (!n.socket.valid()) return;  // refused already, or the peer (moved out)
+    if (refused++ == 0) first_refused = n.socket.peer();
+    n.socket.close();
+  };
+  // Reads what `n` has sent; takes it as the previous rank once its whole introduction is in and
+  // right, refuses it as soon as something is wrong.
+  auto hear = [&](Newcomer& n) {
+    if (!read_introduction(n, token_, length)) return refuse(n);
+    if (n.said.size() < length) return;
+    Identity who{};
+    std::memcpy(&who, n.said.data() + length - sizeof(Identity), sizeof(Identity));
+    const bool ours = (token_.empty() || tokens_equal(n.said.substr(4, token_.size()), token_)) &&
+                      who.rank == static_cast<uint32_t>(prev_);
+    if (!ours) return refuse(n);
+    const std::string peer = n.socket.peer();
+    prev_name_ = peer_name(prev_, peer.substr(0, peer.rfind(':')));  // "address:port", an ephemeral port
+    if (who.host == host_hash()) prev_pid_ = static_cast<pid_t>(who.pid);
+    from_prev_ = std::move(n.socket);
+  };
+  const std::string what = "ring: waiting for rank " + std::to_string(prev_) + " to connect";
+  const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto closed_note = [&] {
+    return refused == 0 ? std::string()
+                        : detail::str(" (closed ", refused, " other connection", refused == 1 ? "" : "s", ")");
+  };
+  WaitReporter reporter([&](std::chrono::milliseconds waited) {
+    std::fprintf(stderr, "%s: %lld ms so far%s\n", what.c_str(), static_cast<long long>(waited.count()),
+                 closed_note().c_str());
+  });
   while (!from_prev_.valid()) {
-    Socket candidate = listener_->accept(deadline, "ring: waiting for rank " + std::to_string(prev_) + " to connect");
-    const Deadline introduction = std::min(deadline, Clock::now() + kIntroductionLimit);
-    uint32_t who = 0;
-    bool introduced = check_token(candidate, token_, introduction);
-    if (introduced) {
-      try {
-        candidate.recv_all(&who, sizeof(who), introduction, "ring: reading the connecting rank");
-      } catch (const Error&) {
-        introduced = false;
-      }
+    const auto now = Clock::now();
+    for (Newcomer& n : newcomers)
+      if (now >= n.until) refuse(n);
+    newcomers.erase(
+        std::remove_if(newcomers.begin(), newcomers.end(), [](const Newcomer& n) { return !n.socket.valid(); }),
+        newcomers.end());
+    if (now >= deadline)
+      throw Error(detail::str(what, ": timed out after ", waited_ms, " ms waiting for a connection on ",
+                              listener_->host(), ":", listener_->port(), closed_note()));
+    Deadline wake = std::min(deadline, reporter.next_report());
+    std::vector<pollfd> fds{{listener_->fd(), POLLIN, 0}};
+    for (const Newcomer& n : newcomers) {
+      fds.push_back({n.socket.fd(), POLLIN, 0});
+      wake = std::min(wake, n.until);
     }
-    if (introduced && who == static_cast<uint32_t>(prev_)) {
-      const std::string peer = candidate.peer();
-      prev_name_ = peer_name(prev_, peer.substr(0, peer.rfind(':')));  // "address:port", an ephemeral port
-      from_prev_ = std::move(candidate);
-    } else {
-      std::fprintf(stderr,
-                   "ring: rank %d closed a connection from %s that did not introduce itself as rank %d with "
-                   "this job's token within %lld ms\n",
-                   rank_, candidate.peer().c_str(), prev_, static_cast<long long>(kIntroductionLimit.count()));
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms, 0, 1000))) < 0 && errno != EINTR)
+      throw Error(detail::str(what, ": poll failed: ", std::strerror(errno)));
+    reporter.poll();
+    for (size_t i = 1; i < fds.size() && !from_prev_.valid(); ++i)
+      if (fds[i].revents != 0) hear(newcomers[i - 1]);
+    if (from_prev_.valid() || !(fds[0].revents & POLLIN)) continue;
+    // Everything waiting in the backlog, each heard at once: the real peer sent its introduction
+    // right after connecting, so it is usually complete already -- and taken before a burst of
+    // strangers behind it could push it out.
+    for (Socket s = listener_->try_accept(); s.valid() && !from_prev_.valid(); s = listener_->try_accept()) {
+      s.set_nonblocking(true);
+      if (newcomers.size() == kMaxNewcomers) {
+        refuse(newcomers.front());
+        newcomers.erase(newcomers.begin());
+      }
+      newcomers.push_back({std::move(s), Clock::now() + kIntroductionLimit, {}});
+      hear(newcomers.back());
     }
   }
+  for (Newcomer& n : newcomers) refuse(n);  // still silent when the peer came
+  if (refused > 0)
+    std::fprintf(stderr,
+                 "ring: rank %d closed %d connection%s (the first from %s) that did not introduce %s as rank %d "
+                 "with this job's token in time\n",
+                 rank_, refused, refused == 1 ? "" : "s", detail::printable(first_refused).c_str(),
+                 refused == 1 ? "itself" : "themselves", prev_);
   listener_.reset();  // nobody else may connect
   what_ = "ring: receiving from " + prev_name_;
   from_prev_.set_nodelay();
@@ -148,7 +257,7 @@ bool TcpRecv::progress() {
 void TcpRecv::check(Deadline deadline, bool busy) {
   if (!busy || Clock::now() < deadline) return;
   throw Error(detail::str("ring: timed out at ", describe_tag(tag_), " waiting for data from ", prev_name_, " (",
-                          received_, "/", total_, " bytes in)"));
+                          received_, "/", total_, " bytes in)", stopped_note(prev_name_, prev_pid_)));
 }
 
 void TcpRecv::abort(const std::string& reason) {
@@ -165,17 +274,24 @@ TcpSend::TcpSend(Store& store, const std::string& keys, int rank, int next, Dead
   // The next rank's listener is up before it publishes it, and the kernel completes a connection
   // into its backlog before it calls accept(), so connecting never waits for the next rank's own
   // connecting: no rank waits in a circle.
-  const std::string address = store.get_string(keys + "/tcp/" + std::to_string(next));
-  const size_t colon = address.rfind(':');
-  RINGGRAD_CHECK(colon != std::string::npos, "ring: rank ", next, " published a malformed address '",
-                 detail::printable(address),
-                 "'");  // text from the store: escaped
-  next_name_ = peer_name(next, address.substr(0, colon));
-  to_next_ = connect_to(address.substr(0, colon), std::stoi(address.substr(colon + 1)), deadline,
-                        "ring: connecting to " + next_name_);
+  // "address:port pid host" (TcpRecv's constructor); text from the store, so escaped in messages.
+  const std::string published = store.get_string(keys + "/tcp/" + std::to_string(next));
+  const size_t space = published.find(' ');
+  const size_t colon = published.rfind(':', space);
+  int port = 0, pid = 0, used = 0;
+  unsigned long long next_host = 0;
+  const bool ok = space != std::string::npos && colon != std::string::npos && colon > 0 &&
+                  std::sscanf(published.c_str() + colon, ":%d %d %llx%n", &port, &pid, &next_host, &used) == 3 &&
+                  colon + static_cast<size_t>(used) == published.size() && port > 0 && port < 65536;
+  RINGGRAD_CHECK(ok, "ring: rank ", next, " published a malformed address '", detail::printable(published),
+                 "' (expected address:port pid host)");
+  const std::string host = published.substr(0, colon);
+  next_name_ = peer_name(next, host);
+  if (next_host == host_hash()) next_pid_ = static_cast<pid_t>(pid);
+  to_next_ = connect_to(host, port, deadline, "ring: connecting to " + next_name_);
   send_token(to_next_, job_token(), deadline);
-  const auto my_rank = static_cast<uint32_t>(rank);
-  to_next_.send_all(&my_rank, sizeof(my_rank), deadline, "ring: introducing rank " + std::to_string(rank));
+  const Identity me{static_cast<uint32_t>(rank), static_cast<uint32_t>(::getpid()), host_hash()};
+  to_next_.send_all(&me, sizeof(me), deadline, "ring: introducing rank " + std::to_string(rank));
   to_next_.set_nodelay();
   to_next_.set_buffer_sizes(kSocketBufferBytes);
   to_next_.set_nonblocking(true);
@@ -204,7 +320,7 @@ bool TcpSend::progress() {
 void TcpSend::check(Deadline deadline, bool busy) {
   if (!busy || Clock::now() < deadline) return;
   throw Error(detail::str("ring: timed out at ", describe_tag(header_.tag), " waiting for ", next_name_,
-                          " to take data (", sent_, "/", total_, " bytes out)"));
+                          " to take data (", sent_, "/", total_, " bytes out)", stopped_note(next_name_, next_pid_)));
 }
 
 void TcpSend::abort(const std::string& reason) {

@@ -1,11 +1,12 @@
 // parallel/ring/tcp_link.h: the ring's halves over TCP -- neighbours on other hosts.
 //
 // The receiving half listens on an ephemeral port of the interface that reaches MASTER_ADDR and
-// publishes "address:port" in the store; the sending half connects to the next rank's and presents
-// the job token and its rank; the receiving half accepts the previous rank's connection and checks
-// both. The two connections are separate, so sending forward and receiving from behind never wait
-// for each other (with two ranks, next and previous are the same process, over two connections).
-// TCP_NODELAY keeps small messages from waiting for Nagle's timer; 4 MiB socket buffers keep a
+// publishes "address:port pid host" in the store; the sending half connects to the next rank's and
+// presents the job token, its rank, pid and host; the receiving half accepts the previous rank's
+// connection and checks token and rank. (The pid and host let a timeout say that a neighbour on this
+// host is stopped.) The two connections are separate, so sending forward and receiving from behind
+// never wait for each other (with two ranks, next and previous are the same process, over two
+// connections). TCP_NODELAY keeps small messages from waiting for Nagle's timer; 4 MiB socket buffers keep a
 // large transfer streaming while the receiver is busy reducing. Every message starts with a header
 // (tag, length); a header with the abort tag carries, instead, the reason a neighbour gave up.
 #pragma once
@@ -43,6 +44,7 @@ class TcpRecv final : public RecvHalf {
 
  private:
   int rank_, prev_;
+  pid_t prev_pid_ = 0;     // when prev is on this host, else 0
   std::string prev_name_;  // "rank 3 at 10.0.0.2", for messages
   std::string what_;       // "ring: receiving from rank 3 at 10.0.0.2", made once, not per call
   std::string token_;
@@ -71,6 +73,7 @@ class TcpSend final : public SendHalf {
 
  private:
   std::string next_name_;  // "rank 3 at 10.0.0.2", for messages
+  pid_t next_pid_ = 0;     // when next is on this host, else 0
   std::string what_;       // "ring: sending to rank 3 at 10.0.0.2"
   Socket to_next_;
   TcpMessageHeader header_{};

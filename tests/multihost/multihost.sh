@@ -94,8 +94,8 @@ check_nothing_left() {
     ((SECONDS < deadline)) || fail "processes left behind in the namespaces: $(echo $left)"
     sleep 0.1
   done
-  # Segments are named only while a ring connects, and tests running beside this one connect rings
-  # too: a new name must be gone within a few seconds, a leaked one never is.
+  # The ring's channels are anonymous memory files, never named in /dev/shm; a ringgrad-* name there
+  # would be a leak (or, briefly, a program of an older ringgrad running beside this test).
   local new
   deadline=$((SECONDS + 5))
   while :; do

@@ -245,12 +245,15 @@ void kill_victim(int r) {
   if (f != nullptr) std::fclose(f);
 }
 
-// Rank `rank` of a job whose rank 0's ring listener gets a stray client first: this rank meets the
-// others by hand (the steps of init_process_group), so that between the rendezvous -- after which
-// rank 0 publishes its listener -- and connecting its own ring link it can connect a silent client
-// to that listener, which then holds the connection open and says nothing.
-std::shared_ptr<parallel::ProcessGroup> ring_behind_a_silent_client(int rank, int world, int timeout_ms,
-                                                                    std::thread& holder) {
+// Rank `rank` of a job that meets the others by hand (the steps of init_process_group), so that
+// something can happen between the rendezvous -- after which the others go on to set up the ring --
+// and this rank's own ring setup. "intruder": rank 0 publishes its ring listener once it knows every
+// rank's host (the ring's order depends on them) and the all-reduce each asks for (which must
+// agree; RingOptions' default is "auto"); this rank then connects INTRUDERS (1 by default) silent
+// clients to that listener, which hold their connections open and say nothing. "die_in_setup": this
+// rank sleeps SLOW_MS, while the others create their channels and wait for this rank's.
+std::shared_ptr<parallel::ProcessGroup> ring_by_hand(const std::string& scenario, int rank, int world, int timeout_ms,
+                                                     std::thread& holder) {
   const std::string address = std::string("127.0.0.1:") + std::getenv("MASTER_PORT");
   auto store = std::make_shared<parallel::TCPStore>(parallel::TCPStoreOptions()
                                                         .host("127.0.0.1")
@@ -258,20 +261,27 @@ std::shared_ptr<parallel::ProcessGroup> ring_behind_a_silent_client(int rank, in
                                                         .timeout(std::chrono::milliseconds(timeout_ms))
                                                         .token(parallel::job_token()));
   parallel::rendezvous(*store, {rank, world, address, ""}, std::chrono::milliseconds(timeout_ms));
-  // Rank 0 publishes its listener once it knows every rank's host (the ring's order depends on them)
-  // and the all-reduce each asks for (which must agree; RingOptions' default is "auto").
   store->set("ring/host/" + std::to_string(rank), parallel::host_identity());
   store->set("ring/algorithm/" + std::to_string(rank), "auto");
-  const std::string listener = store->get_string("ring/tcp/0");
-  const size_t colon = listener.rfind(':');
-  auto socket = std::make_shared<parallel::Socket>(
-      parallel::connect_to(listener.substr(0, colon), std::stoi(listener.substr(colon + 1)),
-                           parallel::deadline_in(std::chrono::seconds(10)), "intruder"));
-  std::printf("rank %d: a silent client connected to rank 0's ring listener at %s\n", rank, listener.c_str());
-  std::fflush(stdout);
-  holder = std::thread([socket] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
   parallel::RingOptions options;
   options.transport() = "tcp";
+  if (scenario == "intruder") {
+    std::string listener = store->get_string("ring/tcp/0");  // "address:port pid host"
+    listener = listener.substr(0, listener.find(' '));
+    const size_t colon = listener.rfind(':');
+    const int count = std::getenv("INTRUDERS") ? std::atoi(std::getenv("INTRUDERS")) : 1;
+    auto sockets = std::make_shared<std::vector<parallel::Socket>>();
+    for (int i = 0; i < count; ++i)
+      sockets->push_back(parallel::connect_to(listener.substr(0, colon), std::stoi(listener.substr(colon + 1)),
+                                              parallel::deadline_in(std::chrono::seconds(10)), "intruder"));
+    std::printf("rank %d: %d silent client%s connected to rank 0's ring listener at %s\n", rank, count,
+                count == 1 ? "" : "s", listener.c_str());
+    std::fflush(stdout);
+    holder = std::thread([sockets] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
+  } else {
+    options.transport() = "shm";
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(std::getenv("SLOW_MS"))));
+  }
   options.timeout() = options.setup_timeout() = std::chrono::milliseconds(timeout_ms);
   return std::make_shared<parallel::RingProcessGroup>(store, rank, world, options);
 }
@@ -315,10 +325,12 @@ int main(int argc, char** argv) {
     }
     auto options = parallel::InitOptions().transport(transport);
     if (std::getenv("TIMEOUT_MS")) options.timeout(std::chrono::milliseconds(timeout_ms));
-    const bool behind_intruder = scenario == "intruder" && rank == victim;
-    auto pg = behind_intruder
-                  ? ring_behind_a_silent_client(rank, std::atoi(std::getenv("WORLD_SIZE")), timeout_ms, intruder)
-                  : parallel::init_process_group(backend, options);
+    // die_in_setup: the victim is killed (SIGALRM's default action) while it waits in the ring's setup
+    // for a rank that is slow to get there -- after it created its shared-memory channel.
+    if (scenario == "die_in_setup" && rank == victim) ::alarm(2);
+    const bool by_hand = (scenario == "intruder" && rank == victim) || (scenario == "die_in_setup" && rank != victim);
+    auto pg = by_hand ? ring_by_hand(scenario, rank, std::atoi(std::getenv("WORLD_SIZE")), timeout_ms, intruder)
+                      : parallel::init_process_group(backend, options);
     rank = pg->rank();
     // The ring's transport; another backend's name ("transport gloo").
     const auto ring = std::dynamic_pointer_cast<parallel::RingProcessGroup>(pg);
