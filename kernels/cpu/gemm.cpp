@@ -84,9 +84,6 @@ void gemm_block(const T* a, const T* b, T* c, const T* bias, int64_t m, int64_t 
   cpu::gemm_epilogue(c, m, n, ldc, bias, activation);
 }
 
-// Products below this many FLOPs run on the calling thread alone: waking helpers costs a few
-// microseconds, which only pays off once a product takes a millisecond or so.
-constexpr double kParallelMinFlops = 1 << 24;
 // Each thread's band keeps at least this many rows (or columns) of C, so Eigen's blocked kernel
 // still works on full-size panels.
 constexpr int64_t kMinBand = 32;
@@ -132,7 +129,7 @@ void gemm_batched(const GemmArgs& g) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const int64_t bands_max = std::max<int64_t>(1, (split_rows ? m : n) / kMinBand);
   const int parts =
-      flops < kParallelMinFlops ? 1 : static_cast<int>(std::min<int64_t>(cpu::kernel_threads(), bands_max));
+      flops < cpu::kGemmParallelMinFlops ? 1 : static_cast<int>(std::min<int64_t>(cpu::kernel_threads(), bands_max));
 
   for (int64_t p = 0; p < g.batch; ++p) {
     const T* a = static_cast<const T*>(g.a) + p * g.stride_a;

@@ -225,10 +225,6 @@ void scale_only(const SgemmProblem& p) {
   gemm_epilogue(p.c, p.m, p.n, p.ldc, p.bias, p.activation);
 }
 
-// Products below this many FLOPs run on the calling thread alone: waking helpers costs a few
-// microseconds, which only pays off once a product takes a millisecond or so.
-constexpr double kParallelMinFlops = 1 << 24;
-
 }  // namespace
 
 bool sgemm_packed_available(Isa isa) {
@@ -256,7 +252,7 @@ void sgemm_packed(Isa isa, const SgemmProblem& p, int threads) {
   const int64_t kc_size = ceil_div(p.k, k_blocks);
 
   const double flops = 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
-  const int workers = flops < kParallelMinFlops ? 1 : std::max(1, threads);
+  const int workers = flops < kGemmParallelMinFlops ? 1 : std::max(1, threads);
 
   // Column blocks: at most nc_max wide, a multiple of nr, and -- when N allows -- a multiple of the
   // worker count, so that no worker gets one block more than another (3 blocks on 2 workers would

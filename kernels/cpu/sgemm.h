@@ -29,6 +29,11 @@ struct SgemmProblem {
   Activation activation = Activation::None;
 };
 
+// Products below this many FLOPs run on the calling thread alone, in this GEMM and in Eigen's
+// (gemm.cpp): waking helpers costs a few microseconds, which only pays off once a product takes a
+// millisecond or so.
+constexpr double kGemmParallelMinFlops = 1 << 24;
+
 // True when a packed micro-kernel exists for this level (avx2, avx512); the baseline level has
 // none, and the caller uses Eigen.
 bool sgemm_packed_available(Isa isa);
