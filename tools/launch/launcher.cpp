@@ -4,8 +4,10 @@
 // that is a shell script, or that forked helpers, is stopped whole. A rank that has exited stays a
 // zombie (waitid with WNOWAIT) until the job is done: a zombie still holds its pid, which is also
 // the group id the launcher signals, so the id cannot be given to an unrelated process meanwhile.
-// One loop does everything: poll() over the ranks' pipes and a self-pipe that the signal handler
-// writes to (SIGCHLD included, so an exit wakes the loop). tools/launch/ringrun.cpp's header says why.
+// One loop does everything: poll() over the ranks' pipes, a self-pipe that the signal handler
+// writes to (SIGCHLD included, so an exit wakes the loop), and the launcher's own stdout and stderr
+// while output waits for them (output_queue.h: nothing blocks on a reader that stopped reading).
+// tools/launch/ringrun.cpp's header says why.
 #include "tools/launch/launcher.h"
 
 #include <fcntl.h>
@@ -22,10 +24,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
 #include "tools/launch/job_environment.h"
+#include "tools/launch/output_queue.h"
 #include "tools/launch/rank_output.h"
 
 namespace ringgrad::launch {
@@ -33,6 +37,10 @@ namespace ringgrad::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Once every rank is done, how long the reader of the launcher's output may take nothing before
+// the rest is given up: a reader that never reads must not keep the launcher forever.
+constexpr std::chrono::milliseconds kOutputStall{2000};
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -185,6 +193,7 @@ class Job {
     wake_read_fd_ = signals.read_fd();
     rank_mask_ = &signals.caller_mask();
     try {
+      open_outputs();
       const std::vector<std::string> env = shared_environment(opt_);
       std::fflush(nullptr);  // what the caller printed comes before what the ranks print
       for (int local = 0; local < opt_.nproc_per_node && !stopping_; ++local) start_rank(local, env);
@@ -193,9 +202,12 @@ class Job {
       // The launcher itself failed (out of file descriptors, say): leave no rank behind, then report.
       begin_stop(1, SIGKILL);
       finish();
+      flush_output();
       throw;
     }
-    return finish();
+    const int exit_code = finish();
+    flush_output();
+    return exit_code;
   }
 
  private:
@@ -300,15 +312,14 @@ class Job {
         close(out_pipe[0]);
         close(err_pipe[0]);
       }
-      std::fprintf(stderr, "%s: cannot start rank %d: '%s': %s\n", opt_.name.c_str(), r.rank, argv[0],
-                   std::strerror(rc));
+      say("cannot start rank " + std::to_string(r.rank) + ": '" + argv[0] + "': " + std::strerror(rc));
       begin_stop(127, SIGTERM);
       return;
     }
     if (opt_.prefix_output) {
       const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
-      r.out = RankStream{out_pipe[0], 1, prefix, {}};
-      r.err = RankStream{err_pipe[0], 2, prefix, {}};
+      r.out = RankStream{out_pipe[0], stdout_, r.rank, prefix, {}};
+      r.err = RankStream{err_pipe[0], stderr_, r.rank, prefix, {}};
       set_nonblocking(r.out.fd);
       set_nonblocking(r.err.fd);
     }
@@ -343,36 +354,87 @@ class Job {
 
   void loop() {
     while (!all_exited()) {
-      std::vector<pollfd> fds{{wake_read_fd_, POLLIN, 0}};
-      std::vector<RankStream*> streams{nullptr};
-      for (Rank& r : ranks_)
-        for (RankStream* s : {&r.out, &r.err})
-          if (s->fd >= 0) {
-            fds.push_back({s->fd, POLLIN, 0});
-            streams.push_back(s);
-          }
       int timeout_ms = -1;
       if (kill_at_) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - Clock::now());
         timeout_ms = static_cast<int>(std::max<long long>(0, left.count() + 1));
       }
-      if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
-        throw std::runtime_error("poll failed: " + errno_text());
-
-      if (fds[0].revents & POLLIN) handle_signals();
-      for (size_t i = 1; i < fds.size(); ++i)
-        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*streams[i], /*drain=*/false);
+      poll_once(timeout_ms);
       collect_exits();
       if (kill_at_ && Clock::now() >= *kill_at_) {
         for (const Rank& r : ranks_)
           if (!r.exited)
-            std::fprintf(stderr,
-                         "%s: rank %d (pid %d) still running %d ms after it was told to stop; "
-                         "sending SIGKILL\n",
-                         opt_.name.c_str(), r.rank, static_cast<int>(r.pid), opt_.grace_ms);
+            say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") still running " +
+                std::to_string(opt_.grace_ms) + " ms after it was told to stop; sending SIGKILL");
         signal_groups(SIGKILL);
         kill_at_.reset();
       }
+    }
+  }
+
+  // One poll() over everything the launcher waits for -- the signal pipe, the ranks' pipes, and its
+  // own stdout and stderr while output waits for them -- and one round of acting on what is ready.
+  // Never blocks anywhere else, so a reader that stops reading holds up nothing but its own output.
+  // Returns whether the launcher's output went out (any of it).
+  bool poll_once(int timeout_ms) {
+    std::vector<pollfd> fds{{wake_read_fd_, POLLIN, 0}};
+    std::vector<RankStream*> streams;
+    for (Rank& r : ranks_)
+      for (RankStream* s : {&r.out, &r.err})
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+    std::vector<OutputQueue*> writers;
+    for (const std::unique_ptr<OutputQueue>& q : queues_) {
+      if (!q->waiting()) continue;
+      if (q->poll_fd() < 0) {  // backing off: wake up when it ends
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(q->retry_at() - Clock::now());
+        const int retry_ms = static_cast<int>(std::max<long long>(0, left.count() + 1));
+        timeout_ms = timeout_ms < 0 ? retry_ms : std::min(timeout_ms, retry_ms);
+        continue;
+      }
+      fds.push_back({q->poll_fd(), POLLOUT, 0});
+      writers.push_back(q.get());
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
+      throw std::runtime_error("poll failed: " + errno_text());
+
+    if (fds[0].revents & POLLIN) handle_signals();
+    for (size_t i = 0; i < streams.size(); ++i)
+      if (fds[1 + i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*streams[i], /*drain=*/false);
+    bool wrote = false;
+    for (size_t i = 0; i < writers.size(); ++i)
+      if (fds[1 + streams.size() + i].revents & (POLLOUT | POLLHUP | POLLERR)) wrote |= writers[i]->write_some();
+    return wrote;
+  }
+
+  // The launcher's stdout and stderr, as queues (output_queue.h); one queue for both when they are
+  // the same pipe or terminal.
+  void open_outputs() {
+    queues_.push_back(std::make_unique<OutputQueue>(1, opt_.name));
+    stdout_ = queues_.back().get();
+    if (OutputQueue::shares_destination(1, 2)) {
+      stderr_ = stdout_;
+    } else {
+      queues_.push_back(std::make_unique<OutputQueue>(2, opt_.name));
+      stderr_ = queues_.back().get();
+    }
+  }
+
+  // A message of the launcher's own on its stderr, "ringrun: text".
+  void say(const std::string& text) { stderr_->push_message(opt_.name + ": " + text + "\n"); }
+
+  // Once the ranks are done: what is still queued goes out as the reader takes it, until it has
+  // taken nothing for kOutputStall, or a signal that would stop the job says to stop now.
+  void flush_output() {
+    Clock::time_point last_taken = Clock::now();
+    for (;;) {
+      const bool waiting = std::any_of(queues_.begin(), queues_.end(),
+                                       [](const std::unique_ptr<OutputQueue>& q) { return q->waiting(); });
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_taken + kOutputStall - Clock::now());
+      if (!waiting || abandon_output_ || left.count() <= 0) return;
+      if (poll_once(static_cast<int>(left.count()) + 1)) last_taken = Clock::now();
     }
   }
 
@@ -384,19 +446,22 @@ class Job {
         const int signo = signos[i];
         const HandledSignal* h = handled_signal(signo);
         if (h == nullptr) continue;  // SIGCHLD: collect_exits runs after every wake-up anyway
+        if (finished_ && (h->action == OnSignal::Stop || h->action == OnSignal::StopWithSigterm)) {
+          abandon_output_ = true;  // the ranks are gone already: only the output was left
+          continue;
+        }
         switch (h->action) {
           case OnSignal::Stop:
-            std::fprintf(stderr, "%s: got %s; forwarding it to every rank\n", opt_.name.c_str(), h->name);
+            say(std::string("got ") + h->name + "; forwarding it to every rank");
             begin_stop(128 + signo, signo);  // a second Ctrl-C is forwarded too, but keeps the first status
             break;
           case OnSignal::StopWithSigterm:
-            std::fprintf(stderr, "%s: got %s; stopping every rank with SIGTERM\n", opt_.name.c_str(), h->name);
+            say(std::string("got ") + h->name + "; stopping every rank with SIGTERM");
             begin_stop(128 + signo, SIGTERM);
             break;
           case OnSignal::Forward:
             // Not followed by SIGCONT: a rank stopped on purpose gets it when it is continued.
-            std::fprintf(stderr, "%s: got %s; forwarding it to every rank, the job goes on\n", opt_.name.c_str(),
-                         h->name);
+            say(std::string("got ") + h->name + "; forwarding it to every rank, the job goes on");
             for (const Rank& r : ranks_) kill(-r.pid, signo);
             break;
         }
@@ -419,8 +484,7 @@ class Job {
         if (s->fd >= 0) read_stream(*s, /*drain=*/true);
       const bool failed = info.si_code != CLD_EXITED || info.si_status != 0;
       if (failed && !stopping_) {
-        std::fprintf(stderr, "%s: %s%s\n", opt_.name.c_str(), describe_exit(r, info).c_str(),
-                     ranks_.size() > 1 ? "; stopping the other ranks" : "");
+        say(describe_exit(r, info) + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
         begin_stop(info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status, SIGTERM);
       }
     }
@@ -438,6 +502,9 @@ class Job {
           s->fd = -1;
         }
     }
+    // Reaped: their pids, and so their group ids, may be anyone's now. Nothing signals them again.
+    ranks_.clear();
+    finished_ = true;
     return exit_code_;
   }
 
@@ -448,6 +515,11 @@ class Job {
   bool stopping_ = false;
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_;  // when the ranks still running get SIGKILL
+  std::vector<std::unique_ptr<OutputQueue>> queues_;
+  OutputQueue* stdout_ = nullptr;  // the launcher's stdout and stderr: queues_, one or two of them
+  OutputQueue* stderr_ = nullptr;
+  bool finished_ = false;        // every rank reaped; only output is left (flush_output)
+  bool abandon_output_ = false;  // a stopping signal came while it was
 };
 
 }  // namespace

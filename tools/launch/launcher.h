@@ -15,6 +15,11 @@
 //              without it, the ranks write straight to the launcher's stdout and stderr (so a
 //              launcher killed by SIGKILL, which nothing can catch, leaves them running until they
 //              fail on their own; with pipes they would die of SIGPIPE at their next write).
+//              The launcher never blocks on its own stdout or stderr (output_queue.h): while the
+//              reader does not read (`| less`, paused), lines wait, at most 4 MiB per stream; past
+//              that the oldest are dropped, and the reader gets one line in their place saying how
+//              many, of which ranks. Its own messages are never dropped. Once every rank is done,
+//              the reader has until it has taken nothing for 2 s, and the rest is given up.
 // Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
 //              rank's process group then gets SIGTERM (and SIGCONT, so that a stopped rank acts on
 //              it), and SIGKILL if it is still running grace_ms later.

@@ -12,7 +12,12 @@
 //              processes cannot share one terminal's input.
 // Output       each line a rank writes appears as "[rank k] line" on the same stream (stdout or
 //              stderr) of ringrun. A rank's output ends when the rank exits; a last line without a
-//              newline is printed with one.
+//              newline is printed with one. A reader that stops reading (`ringrun ... | less`,
+//              paused) holds up nothing but its output: ringrun keeps reading the ranks, and acts
+//              on signals and failures at once. What the reader has not taken waits, at most 4 MiB
+//              per stream; past that the oldest lines are dropped, whole, and one line in their
+//              place says how many, of which ranks. ringrun's own messages are never dropped. Once
+//              the ranks are done, ringrun waits for the reader until it has taken nothing for 2 s.
 // Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
 //              rank then gets SIGTERM (and SIGCONT, so that a stopped rank acts on it), and SIGKILL
 //              if it is still running --grace-ms later.
@@ -31,15 +36,16 @@
 // Ctrl-C in a terminal -- which the kernel sends to the foreground process group -- reaches ringrun
 // alone, and ringrun forwards it once to every rank (ranks left in ringrun's group would get it
 // twice, from the terminal and from ringrun). SIGTERM, SIGHUP (a closed terminal) and the others
-// above are forwarded the same way; ringrun then waits for the ranks, SIGKILLs what is left after the grace period, and
-// before returning SIGKILLs anything still in a rank's group. Only SIGKILL of ringrun itself leaves
-// ranks behind, since nothing can catch it; they lose their output pipes and die of SIGPIPE at their
-// next write.
+// above are forwarded the same way; ringrun then waits for the ranks, SIGKILLs what is left after
+// the grace period, and before returning SIGKILLs anything still in a rank's group. Only SIGKILL of ringrun
+// itself leaves ranks behind, since nothing can catch it; they lose their output pipes and die of SIGPIPE at their next
+// write.
 //
 // A rank that has exited stays a zombie (waitid with WNOWAIT) until ringrun is done: a zombie still
 // holds its pid, so the pid -- which is also the group id ringrun signals -- cannot be given to an
-// unrelated process meanwhile. One loop does everything: poll() over the ranks' pipes and a
-// self-pipe that the signal handler writes to (SIGCHLD included, so an exit wakes the loop).
+// unrelated process meanwhile. One loop does everything: poll() over the ranks' pipes, a
+// self-pipe that the signal handler writes to (SIGCHLD included, so an exit wakes the loop), and,
+// while output waits for them, ringrun's own stdout and stderr: no write ever blocks the loop.
 //
 // All of that lives in tools/launch/ (launcher.h), which the benchmarks that start their own ranks
 // use too (bench/bench_launch.h); this file is the command line.
@@ -66,7 +72,9 @@ constexpr const char* kEpilogue =
     "Exit status: 0 if every rank exits 0; else the first failed rank's status (128+signal if it\n"
     "was killed); 128+signal if ringrun was interrupted; 2 for bad usage; 127 if prog cannot start.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM and SIGXCPU stop the job; SIGUSR1 and SIGUSR2 are\n"
-    "forwarded to every rank and the job goes on. A signal ignored when ringrun starts stays ignored.\n";
+    "forwarded to every rank and the job goes on. A signal ignored when ringrun starts stays\n"
+    "ignored. Output nobody reads waits, up to 4 MiB a stream; then the oldest lines are dropped,\n"
+    "and a line says how many.\n";
 
 // Parses argv into `job` and checks what the parser cannot: the flags against each other.
 void check_args(ringgrad::cli::FlagParser& flags, int argc, char** argv, ringgrad::launch::JobOptions& job,
