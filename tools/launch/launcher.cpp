@@ -63,7 +63,16 @@ extern "C" void on_signal(int signo) {
 // launcher's own timer and CPU limit (`timeout -s ALRM`, `ulimit -t`): the ranks get SIGTERM, as
 // for any other stop. SIGUSR1 and SIGUSR2 are passed on and the job goes on: programs use them to
 // checkpoint or to report.
-enum class OnSignal { Stop, StopWithSigterm, Forward };
+//
+// Job control: the ranks lead process groups of their own, so the terminal's Ctrl-Z (SIGTSTP)
+// reaches the launcher alone, as do SIGTTIN and SIGTTOU (the launcher read or wrote the terminal
+// from the background; the ranks never do, their stdin is /dev/null and their output goes through
+// the launcher). For each of the three the ranks get SIGTSTP -- to a rank, all three mean "the job
+// is being stopped", and SIGTSTP is the one programs catch to stop cleanly -- then the launcher
+// stops itself with the signal it got, so that the shell sees the job stopped. SIGCONT (fg, bg,
+// `kill -CONT`) continues every rank, whoever stopped it. SIGSTOP cannot be caught: `kill -STOP`
+// of the launcher stops it alone, and its ranks run on until they fill their pipes.
+enum class OnSignal { Stop, StopWithSigterm, Forward, Suspend, Resume };
 
 struct HandledSignal {
   int signo;
@@ -80,6 +89,10 @@ constexpr HandledSignal kHandledSignals[] = {
     {SIGXCPU, "SIGXCPU", OnSignal::StopWithSigterm},
     {SIGUSR1, "SIGUSR1", OnSignal::Forward},
     {SIGUSR2, "SIGUSR2", OnSignal::Forward},
+    {SIGTSTP, "SIGTSTP", OnSignal::Suspend},
+    {SIGTTIN, "SIGTTIN", OnSignal::Suspend},
+    {SIGTTOU, "SIGTTOU", OnSignal::Suspend},
+    {SIGCONT, "SIGCONT", OnSignal::Resume},
 };
 constexpr size_t kHandledCount = sizeof kHandledSignals / sizeof kHandledSignals[0];
 
@@ -132,6 +145,10 @@ class SignalScope {
       const int signo = kHandledSignals[i].signo;
       sigaction(signo, nullptr, &saved_[i]);
       if (!(saved_[i].sa_flags & SA_SIGINFO) && saved_[i].sa_handler == SIG_IGN) continue;
+      // Not restarted after SIGTTIN and SIGTTOU: the kernel answers a background process's read or
+      // write of the terminal with that signal and restarts the call after the handler -- which
+      // gets the signal again, forever. Interrupted, the call returns EINTR and the loop stops the job.
+      sa.sa_flags = signo == SIGTTIN || signo == SIGTTOU ? 0 : SA_RESTART;
       sigaction(signo, &sa, nullptr);
       sigaddset(&caught, signo);
     }
@@ -441,6 +458,7 @@ class Job {
   void handle_signals() {
     unsigned char signos[64];
     ssize_t n;
+    int suspend_signo = 0;
     while ((n = read(wake_read_fd_, signos, sizeof signos)) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         const int signo = signos[i];
@@ -464,9 +482,41 @@ class Job {
             say(std::string("got ") + h->name + "; forwarding it to every rank, the job goes on");
             for (const Rank& r : ranks_) kill(-r.pid, signo);
             break;
+          // No message for these two: the shell reports the stop and the continue itself, and a
+          // message written on the way to stopping could itself stop a background launcher (SIGTTOU).
+          case OnSignal::Suspend: suspend_signo = signo; break;
+          case OnSignal::Resume: continue_groups(); break;
         }
       }
     }
+    // Stop requests that piled up (Ctrl-Z pressed twice) stop the job once: a second one acted on
+    // after `fg` would stop it again at once.
+    if (suspend_signo != 0) suspend_job(suspend_signo);
+  }
+
+  // Stops every rank with SIGTSTP, then the launcher itself with `signo` at its default action;
+  // returns when the launcher is continued, and continues the ranks. When the launcher's process
+  // group is orphaned (its shell has gone) the kernel discards the stop and this returns at once,
+  // so the ranks are not left stopped with nobody to continue them. A grace period that was running
+  // is moved on by the time stopped: a stopped rank could not use it.
+  void suspend_job(int signo) {
+    for (const Rank& r : ranks_) kill(-r.pid, SIGTSTP);
+    struct sigaction ours {};
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(signo, &default_action, &ours);
+    const Clock::time_point stopped_at = Clock::now();
+    raise(signo);  // unblocked (SignalScope), so delivered before raise returns: stopped here until SIGCONT
+    sigaction(signo, &ours, nullptr);
+    if (kill_at_) *kill_at_ += Clock::now() - stopped_at;
+    continue_groups();
+  }
+
+  // SIGCONT to every rank's process group: to the ranks the launcher stopped, and to one stopped by
+  // anything else (`kill -STOP`), which would otherwise hold the job up with nobody to continue it.
+  void continue_groups() {
+    for (const Rank& r : ranks_) kill(-r.pid, SIGCONT);
   }
 
   // Notes every rank that has exited since the last call. WNOWAIT leaves it a zombie (see the top).

@@ -25,8 +25,11 @@
 //              it), and SIGKILL if it is still running grace_ms later.
 // Signals      SIGINT, SIGTERM, SIGHUP and SIGQUIT to the launcher are forwarded to every rank and
 //              stop the job; SIGALRM and SIGXCPU stop it with SIGTERM to the ranks; SIGUSR1 and SIGUSR2
-//              are forwarded and the job goes on. One the launcher inherited as ignored stays ignored,
-//              in the ranks too (`nohup`). The ranks start with the signal mask the caller had.
+//              are forwarded and the job goes on. SIGTSTP (Ctrl-Z), SIGTTIN and SIGTTOU stop every
+//              rank (with SIGTSTP), then the launcher; SIGCONT (fg, bg) continues every rank. SIGSTOP
+//              cannot be caught: it stops the launcher alone. One the launcher inherited as ignored
+//              stays ignored, in the ranks too (`nohup`). The ranks start with the signal mask the
+//              caller had.
 // Exit status  0 when every rank exits 0. Otherwise the first failure's, the way a shell reports it:
 //              its exit status, or 128+signal when it was killed (137 for SIGKILL). When a signal
 //              stops the job: 128+signal (130 for Ctrl-C). A program that cannot be started: 127.

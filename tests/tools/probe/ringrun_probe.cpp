@@ -16,6 +16,7 @@
 //   catch-usr1      from now on prints "caught SIGUSR1" on stdout for each SIGUSR1 (a sleep goes on)
 //   spawn-sleep MS  forks a child that prints "grandchild PID=<pid>" and sleeps MS; waits for it
 //   err-pid         "pid PID=<pid>" on stderr, for a test that does not read stdout
+//   tick MS         "tick <n>" on stdout every 50 ms (n = 0, 1, ...) for MS milliseconds
 //   flood BYTES     BYTES of numbered 100-byte lines on stdout, "flood <n> xxx...", about 64 KiB a write
 // Output goes through write(), not stdio: a buffered line would be lost by `kill` or `exit`.
 // It never dumps core: a test sends the job SIGQUIT.
@@ -142,6 +143,12 @@ int main(int argc, char** argv) {
     } else if (step == "kill") {
       kill(getpid(), std::atoi(arg.c_str()));
       sleep_ms(10000);  // a blocked or ignored signal would otherwise let the probe carry on silently
+    } else if (step == "tick") {
+      const long ms = std::atol(arg.c_str());
+      for (long n = 0; n * 50 < ms; ++n) {
+        say(1, "tick " + std::to_string(n) + "\n");
+        sleep_ms(50);
+      }
     } else if (step == "flood") {
       flood(std::atol(arg.c_str()));
     } else if (step == "spawn-sleep") {
