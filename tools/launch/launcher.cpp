@@ -5,9 +5,9 @@
 // zombie (waitid with WNOWAIT) until the job is done: a zombie still holds its pid, which is also
 // the group id the launcher signals, so the id cannot be given to an unrelated process meanwhile.
 // One loop does everything: poll() over the ranks' pipes, a self-pipe that the signal handler
-// writes to (SIGCHLD included, so an exit wakes the loop), and the launcher's own stdout and stderr
-// while output waits for them (output_queue.h: nothing blocks on a reader that stopped reading).
-// tools/launch/ringrun.cpp's header says why.
+// writes to (signal_scope.h; SIGCHLD included, so an exit wakes the loop), and the launcher's own
+// stdout and stderr while output waits for them (output_queue.h: nothing blocks on a reader that
+// stopped reading). tools/launch/ringrun.cpp's header says why.
 #include "tools/launch/launcher.h"
 
 #include <fcntl.h>
@@ -31,6 +31,7 @@
 #include "tools/launch/job_environment.h"
 #include "tools/launch/output_queue.h"
 #include "tools/launch/rank_output.h"
+#include "tools/launch/signal_scope.h"
 
 namespace ringgrad::launch {
 
@@ -44,64 +45,6 @@ constexpr std::chrono::milliseconds kOutputStall{2000};
 
 std::string errno_text() { return std::strerror(errno); }
 
-// --- signals: the handler only writes the signal's number into a pipe the loop polls -----------------
-
-int g_wake_write_fd = -1;
-
-extern "C" void on_signal(int signo) {
-  const int saved_errno = errno;  // the interrupted code may be about to read errno
-  const unsigned char byte = static_cast<unsigned char>(signo);
-  // Non-blocking: if the pipe is full, the loop has plenty of wake-ups pending already.
-  const ssize_t ignored = write(g_wake_write_fd, &byte, 1);
-  (void)ignored;
-  errno = saved_errno;
-}
-
-// What the launcher does with each signal it catches. SIGINT, SIGTERM and SIGHUP stop the job the
-// way a terminal or `kill` means it; SIGQUIT (Ctrl-\) too, forwarded as itself so that the ranks
-// quit (and dump core) as they would in the terminal's group. SIGALRM and SIGXCPU are about the
-// launcher's own timer and CPU limit (`timeout -s ALRM`, `ulimit -t`): the ranks get SIGTERM, as
-// for any other stop. SIGUSR1 and SIGUSR2 are passed on and the job goes on: programs use them to
-// checkpoint or to report.
-//
-// Job control: the ranks lead process groups of their own, so the terminal's Ctrl-Z (SIGTSTP)
-// reaches the launcher alone, as do SIGTTIN and SIGTTOU (the launcher read or wrote the terminal
-// from the background; the ranks never do, their stdin is /dev/null and their output goes through
-// the launcher). For each of the three the ranks get SIGTSTP -- to a rank, all three mean "the job
-// is being stopped", and SIGTSTP is the one programs catch to stop cleanly -- then the launcher
-// stops itself with the signal it got, so that the shell sees the job stopped. SIGCONT (fg, bg,
-// `kill -CONT`) continues every rank, whoever stopped it. SIGSTOP cannot be caught: `kill -STOP`
-// of the launcher stops it alone, and its ranks run on until they fill their pipes.
-enum class OnSignal { Stop, StopWithSigterm, Forward, Suspend, Resume };
-
-struct HandledSignal {
-  int signo;
-  const char* name;
-  OnSignal action;
-};
-
-constexpr HandledSignal kHandledSignals[] = {
-    {SIGINT, "SIGINT", OnSignal::Stop},
-    {SIGTERM, "SIGTERM", OnSignal::Stop},
-    {SIGHUP, "SIGHUP", OnSignal::Stop},
-    {SIGQUIT, "SIGQUIT", OnSignal::Stop},
-    {SIGALRM, "SIGALRM", OnSignal::StopWithSigterm},
-    {SIGXCPU, "SIGXCPU", OnSignal::StopWithSigterm},
-    {SIGUSR1, "SIGUSR1", OnSignal::Forward},
-    {SIGUSR2, "SIGUSR2", OnSignal::Forward},
-    {SIGTSTP, "SIGTSTP", OnSignal::Suspend},
-    {SIGTTIN, "SIGTTIN", OnSignal::Suspend},
-    {SIGTTOU, "SIGTTOU", OnSignal::Suspend},
-    {SIGCONT, "SIGCONT", OnSignal::Resume},
-};
-constexpr size_t kHandledCount = sizeof kHandledSignals / sizeof kHandledSignals[0];
-
-const HandledSignal* handled_signal(int signo) {
-  for (const HandledSignal& h : kHandledSignals)
-    if (h.signo == signo) return &h;
-  return nullptr;
-}
-
 // Both ends close-on-exec, so no rank inherits another rank's pipe (the child's dup2 clears the
 // flag on the copy that becomes the rank's stdout or stderr).
 void make_pipe(int fds[2]) {
@@ -111,79 +54,6 @@ void make_pipe(int fds[2]) {
 }
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-// The launcher's handlers for as long as it lives; the caller's come back afterwards (a benchmark
-// goes on to run its references, a test program its next test).
-//
-// A signal the launcher inherited as ignored stays ignored: `nohup ringrun ...` ignores SIGHUP, and
-// a shell's `ringrun ... &` ignores SIGINT and SIGQUIT, so that logging out or Ctrl-C in that
-// terminal leaves the job alone. Catching one would also undo the ignore in the ranks (exec resets
-// a caught signal to its default, and keeps an ignored one ignored). SIGCHLD is the exception: the
-// loop needs it, and an ignored SIGCHLD would let the kernel reap the ranks before the launcher
-// could read their exit status.
-//
-// The signals it catches are unblocked for the job -- a caller that inherited a blocked SIGCHLD
-// would otherwise wait forever for a rank's exit when no output pipe wakes the loop -- and the
-// caller's mask comes back afterwards. The ranks start with the caller's mask (caller_mask()), as
-// any program a shell starts does: the launcher changes no more about them than it must.
-class SignalScope {
- public:
-  SignalScope() {
-    int wake[2];
-    make_pipe(wake);
-    set_nonblocking(wake[0]);
-    set_nonblocking(wake[1]);
-    read_fd_ = wake[0];
-    g_wake_write_fd = wake[1];
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigset_t caught;
-    sigemptyset(&caught);
-    for (size_t i = 0; i < kHandledCount; ++i) {
-      const int signo = kHandledSignals[i].signo;
-      sigaction(signo, nullptr, &saved_[i]);
-      if (!(saved_[i].sa_flags & SA_SIGINFO) && saved_[i].sa_handler == SIG_IGN) continue;
-      // Not restarted after SIGTTIN and SIGTTOU: the kernel answers a background process's read or
-      // write of the terminal with that signal and restarts the call after the handler -- which
-      // gets the signal again, forever. Interrupted, the call returns EINTR and the loop stops the job.
-      sa.sa_flags = signo == SIGTTIN || signo == SIGTTOU ? 0 : SA_RESTART;
-      sigaction(signo, &sa, nullptr);
-      sigaddset(&caught, signo);
-    }
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;  // exits wake us, a rank stopped by a debugger does not
-    sigaction(SIGCHLD, &sa, &saved_chld_);
-    sigaddset(&caught, SIGCHLD);
-    // A reader of our output that goes away must not kill the launcher and orphan the ranks.
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, &saved_pipe_);
-    // pthread_sigmask, not sigprocmask: a benchmark may have started threads already.
-    pthread_sigmask(SIG_UNBLOCK, &caught, &caller_mask_);
-  }
-  ~SignalScope() {
-    pthread_sigmask(SIG_SETMASK, &caller_mask_, nullptr);  // first: what arrives now waits for the caller
-    for (size_t i = 0; i < kHandledCount; ++i) sigaction(kHandledSignals[i].signo, &saved_[i], nullptr);
-    sigaction(SIGCHLD, &saved_chld_, nullptr);
-    sigaction(SIGPIPE, &saved_pipe_, nullptr);
-    close(g_wake_write_fd);
-    g_wake_write_fd = -1;
-    close(read_fd_);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-  int read_fd() const { return read_fd_; }
-  const sigset_t& caller_mask() const { return caller_mask_; }
-
- private:
-  int read_fd_ = -1;
-  struct sigaction saved_[kHandledCount] {};
-  struct sigaction saved_chld_ {};
-  struct sigaction saved_pipe_ {};
-  sigset_t caller_mask_{};
-};
 
 // --- the job -------------------------------------------------------------------------------------------
 
