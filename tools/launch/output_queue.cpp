@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 namespace ringgrad::launch {
 
@@ -47,8 +48,8 @@ OutputQueue::~OutputQueue() {
 }
 
 bool OutputQueue::shares_destination(int a, int b) {
-  struct stat sa {
-  }, sb{};
+  struct stat sa {};
+  struct stat sb {};
   if (fstat(a, &sa) != 0 || fstat(b, &sb) != 0) return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISREG(sa.st_mode);
 }

@@ -70,7 +70,7 @@ class OutputQueue {
  private:
   enum class Kind { Lines, Message, Gap };
   struct Chunk {
-    Kind kind;
+    Kind kind = Kind::Lines;
     int rank = -1;                        // Lines: whose
     std::string text;                     // a Gap's is written when the Gap reaches the front
     size_t lines = 0;                     // Lines: how many
