@@ -132,23 +132,27 @@ class Ringrun {
   Ringrun(const Ringrun&) = delete;
   Ringrun& operator=(const Ringrun&) = delete;
 
-  // Reads output until stdout holds `count` occurrences of `needle`; false after timeout_ms.
+  // Reads output until stdout (stderr) holds `count` occurrences of `needle`; false after timeout_ms.
   bool wait_for_stdout(const std::string& needle, int count, int timeout_ms) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (occurrences(out_, needle) < count) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0 || !pump(static_cast<int>(left))) return occurrences(out_, needle) >= count;
-    }
-    return true;
+    return wait_for(out_, needle, count, timeout_ms);
   }
+  bool wait_for_stderr(const std::string& needle, int count, int timeout_ms) {
+    return wait_for(err_, needle, count, timeout_ms);
+  }
+
+  // While held, nothing reads ringrun's stdout: its pipe fills and stays full, as with a reader
+  // that has stopped reading (`ringrun ... | less`, paused). finish() then reads stderr alone.
+  void hold_stdout(bool held) { stdout_held_ = held; }
 
   void send(int signo) { kill(pid_, signo); }
   const std::string& stdout_so_far() const { return out_; }
+  const std::string& stderr_so_far() const { return err_; }
 
-  // Reads until ringrun closes both streams, then reaps it. ringrun must be done within timeout_ms.
+  // Reads until ringrun closes both streams (stderr alone while stdout is held), then reaps it.
+  // ringrun must be done within timeout_ms.
   Result finish(int timeout_ms = 10000) {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (out_fd_ >= 0 || err_fd_ >= 0) {
+    while ((out_fd_ >= 0 && !stdout_held_) || err_fd_ >= 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0)
         FAIL("ringrun did not finish within " << timeout_ms << " ms; stdout so far:\n"
@@ -174,12 +178,21 @@ class Ringrun {
     return n;
   }
 
-  // One poll over the open streams; false when both are closed.
+  bool wait_for(const std::string& text, const std::string& needle, int count, int timeout_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (occurrences(text, needle) < count) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0 || !pump(static_cast<int>(left))) return occurrences(text, needle) >= count;
+    }
+    return true;
+  }
+
+  // One poll over the open streams that are read; false when there is none.
   bool pump(int timeout_ms) {
     std::vector<pollfd> fds;
     std::vector<std::pair<int*, std::string*>> owners;  // the fd to close at end of file, the text to append to
     for (auto [fd, text] : {std::make_pair(&out_fd_, &out_), std::make_pair(&err_fd_, &err_)})
-      if (*fd >= 0) {
+      if (*fd >= 0 && !(fd == &out_fd_ && stdout_held_)) {
         fds.push_back({*fd, POLLIN, 0});
         owners.push_back({fd, text});
       }
@@ -187,7 +200,7 @@ class Ringrun {
     if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      char buf[4096];
+      char buf[65536];
       const ssize_t n = read(*owners[i].first, buf, sizeof buf);
       if (n > 0) {
         owners[i].second->append(buf, static_cast<size_t>(n));
@@ -201,6 +214,7 @@ class Ringrun {
 
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
+  bool stdout_held_ = false;
   std::string out_, err_;
   Clock::time_point start_;
 };

@@ -319,3 +319,95 @@ TEST_CASE("ringrun: a program that cannot be started exits 127 naming it", "[rin
   CHECK(r.exit_code == 127);
   CHECK(r.err.find("cannot start rank 0: '/nonexistent/ringrun-test-program'") != std::string::npos);
 }
+
+// The ranks print 10 MB each that nobody reads (the harness holds ringrun's stdout unread, as a
+// paused `ringrun ... | less` does): ringrun must still take it all from them, so that they never
+// block on their writes, and still act at once on a signal or a failed rank.
+std::vector<std::string> flood_then(const std::vector<std::string>& steps) {
+  std::vector<std::string> all = {"err-pid", "flood", "10000000"};
+  all.insert(all.end(), steps.begin(), steps.end());
+  return all;
+}
+
+TEST_CASE("ringrun: a reader that stops reading holds up neither the ranks nor SIGTERM", "[ringrun]") {
+  Ringrun job(with_probe({"--nproc-per-node", "2"}, flood_then({"err", "flooded", "sleep", "20000"})));
+  job.hold_stdout(true);
+  CHECK(job.wait_for_stderr("] flooded\n", 2, 15000));  // their writes did not block
+  const Clock::time_point sent = Clock::now();
+  job.send(SIGTERM);
+  CHECK(job.wait_for_stderr("got SIGTERM; forwarding it to every rank", 1, 2000));
+  const std::vector<pid_t> pids = printed_pids(job.stderr_so_far());
+  CHECK(pids.size() == 2);
+  for (pid_t pid : pids) CHECK(stops_soon(pid));  // while ringrun still offers the reader its output
+  const Result r = job.finish(15000);
+  INFO("stderr:\n" << r.err);
+  CHECK(r.exit_code == 128 + SIGTERM);
+  // Then it gives the reader 2 s to take something, in vain, and gives up.
+  CHECK(ms_since(sent) < 6000);
+}
+
+TEST_CASE("ringrun: a rank that fails while nobody reads stdout stops the job at once", "[ringrun]") {
+  Ringrun job(with_probe({"--nproc-per-node", "2"}, flood_then({"exit@1", "3", "sleep", "20000"})));
+  job.hold_stdout(true);
+  CHECK(job.wait_for_stderr("exited with status 3; stopping the other ranks", 1, 15000));
+  const Result r = job.finish(15000);
+  INFO("stderr:\n" << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(std::regex_search(r.err, std::regex(R"(ringrun: rank 1 \(pid \d+\) exited with status 3)")));
+  const std::vector<pid_t> pids = printed_pids(r.err);
+  REQUIRE(pids.size() == 2);
+  for (pid_t pid : pids) CHECK(is_stopped(pid));  // rank 0 would sleep for 20 s
+  CHECK(r.elapsed_ms < 15000);
+}
+
+TEST_CASE("ringrun: output the reader did not take in time is dropped in whole lines, and counted", "[ringrun]") {
+  Ringrun job(with_probe({"--nproc-per-node", "2"}, flood_then({"err", "flooded", "sleep", "1000", "out", "done"})));
+  job.hold_stdout(true);
+  REQUIRE(job.wait_for_stderr("] flooded\n", 2, 15000));
+  job.hold_stdout(false);  // the reader comes back, and takes everything from now on
+  const Result r = job.finish(20000);
+  INFO("stderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  // Some 40,000 lines: parsed by hand, as std::regex would take seconds in an unoptimised build.
+  static const std::regex notice(
+      R"(ringrun: dropped (\d+) lines \((\d+) bytes\) of output the reader did not take in time \((.*)\))");
+  static const std::regex per_rank(R"(rank ([01]): (\d+) lines)");
+  const auto is_flood_line = [](const std::string& body) {  // "flood 0000042 xxx...", 99 bytes
+    return body.size() == 99 && body.compare(0, 6, "flood ") == 0 && body.find_first_not_of("0123456789", 6) == 13 &&
+           body.find_first_not_of('x', 14) == std::string::npos;
+  };
+  long seen[2] = {0, 0}, dropped[2] = {0, 0}, last[2] = {-1, -1};
+  int notices = 0, done = 0, torn = 0, out_of_order = 0;
+  for (const std::string& line : lines_of(r.out)) {
+    std::smatch m;
+    const bool from_rank = line.size() >= 9 && line.compare(0, 6, "[rank ") == 0 &&
+                           (line[6] == '0' || line[6] == '1') && line.compare(7, 2, "] ") == 0;
+    const std::string body = from_rank ? line.substr(9) : std::string();
+    if (from_rank && (is_flood_line(body) || body == "done" || body.compare(0, 4, "env ") == 0)) {
+      const int rank = line[6] - '0';
+      ++seen[rank];
+      if (body == "done") ++done;
+      if (body.compare(0, 6, "flood ") == 0) {
+        const long n = std::stol(body.substr(6, 7));
+        if (n <= last[rank]) ++out_of_order;
+        last[rank] = n;
+      }
+    } else if (std::regex_match(line, m, notice)) {
+      ++notices;
+      const std::string ranks = m[3].str();
+      for (auto it = std::sregex_iterator(ranks.begin(), ranks.end(), per_rank); it != std::sregex_iterator(); ++it)
+        dropped[std::stoi((*it)[1].str())] += std::stol((*it)[2].str());
+    } else {
+      ++torn;
+      if (torn <= 3) UNSCOPED_INFO("not a whole line: " << line.substr(0, 200));
+    }
+  }
+  CHECK(torn == 0);
+  CHECK(out_of_order == 0);  // each rank's lines in the order it wrote them
+  CHECK(notices >= 1);
+  CHECK(done == 2);  // the newest lines come through
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank << ": " << seen[rank] << " lines seen, " << dropped[rank] << " dropped");
+    CHECK(seen[rank] + dropped[rank] == 1 + 10000000 / 100 + 1);  // "env ...", the flood, "done"
+  }
+}

@@ -4,8 +4,10 @@
 // that is a shell script, or that forked helpers, is stopped whole. A rank that has exited stays a
 // zombie (waitid with WNOWAIT) until the job is done: a zombie still holds its pid, which is also
 // the group id the launcher signals, so the id cannot be given to an unrelated process meanwhile.
-// One loop does everything: poll() over the ranks' pipes and a self-pipe that the signal handler
-// writes to (SIGCHLD included, so an exit wakes the loop). tools/launch/ringrun.cpp's header says why.
+// One loop does everything: poll() over the ranks' pipes, a self-pipe that the signal handler
+// writes to (signal_scope.h; SIGCHLD included, so an exit wakes the loop), and the launcher's own
+// stdout and stderr while output waits for them (output_queue.h: nothing blocks on a reader that
+// stopped reading). tools/launch/ringrun.cpp's header says why.
 #include "tools/launch/launcher.h"
 
 #include <fcntl.h>
@@ -22,11 +24,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
 #include "tools/launch/job_environment.h"
+#include "tools/launch/output_queue.h"
 #include "tools/launch/rank_output.h"
+#include "tools/launch/signal_scope.h"
 
 namespace ringgrad::launch {
 
@@ -34,52 +39,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Once every rank is done, how long the reader of the launcher's output may take nothing before
+// the rest is given up: a reader that never reads must not keep the launcher forever.
+constexpr std::chrono::milliseconds kOutputStall{2000};
+
 std::string errno_text() { return std::strerror(errno); }
-
-// --- signals: the handler only writes the signal's number into a pipe the loop polls -----------------
-
-int g_wake_write_fd = -1;
-
-extern "C" void on_signal(int signo) {
-  const int saved_errno = errno;  // the interrupted code may be about to read errno
-  const unsigned char byte = static_cast<unsigned char>(signo);
-  // Non-blocking: if the pipe is full, the loop has plenty of wake-ups pending already.
-  const ssize_t ignored = write(g_wake_write_fd, &byte, 1);
-  (void)ignored;
-  errno = saved_errno;
-}
-
-// What the launcher does with each signal it catches. SIGINT, SIGTERM and SIGHUP stop the job the
-// way a terminal or `kill` means it; SIGQUIT (Ctrl-\) too, forwarded as itself so that the ranks
-// quit (and dump core) as they would in the terminal's group. SIGALRM and SIGXCPU are about the
-// launcher's own timer and CPU limit (`timeout -s ALRM`, `ulimit -t`): the ranks get SIGTERM, as
-// for any other stop. SIGUSR1 and SIGUSR2 are passed on and the job goes on: programs use them to
-// checkpoint or to report.
-enum class OnSignal { Stop, StopWithSigterm, Forward };
-
-struct HandledSignal {
-  int signo;
-  const char* name;
-  OnSignal action;
-};
-
-constexpr HandledSignal kHandledSignals[] = {
-    {SIGINT, "SIGINT", OnSignal::Stop},
-    {SIGTERM, "SIGTERM", OnSignal::Stop},
-    {SIGHUP, "SIGHUP", OnSignal::Stop},
-    {SIGQUIT, "SIGQUIT", OnSignal::Stop},
-    {SIGALRM, "SIGALRM", OnSignal::StopWithSigterm},
-    {SIGXCPU, "SIGXCPU", OnSignal::StopWithSigterm},
-    {SIGUSR1, "SIGUSR1", OnSignal::Forward},
-    {SIGUSR2, "SIGUSR2", OnSignal::Forward},
-};
-constexpr size_t kHandledCount = sizeof kHandledSignals / sizeof kHandledSignals[0];
-
-const HandledSignal* handled_signal(int signo) {
-  for (const HandledSignal& h : kHandledSignals)
-    if (h.signo == signo) return &h;
-  return nullptr;
-}
 
 // Both ends close-on-exec, so no rank inherits another rank's pipe (the child's dup2 clears the
 // flag on the copy that becomes the rank's stdout or stderr).
@@ -90,75 +54,6 @@ void make_pipe(int fds[2]) {
 }
 
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
-
-// The launcher's handlers for as long as it lives; the caller's come back afterwards (a benchmark
-// goes on to run its references, a test program its next test).
-//
-// A signal the launcher inherited as ignored stays ignored: `nohup ringrun ...` ignores SIGHUP, and
-// a shell's `ringrun ... &` ignores SIGINT and SIGQUIT, so that logging out or Ctrl-C in that
-// terminal leaves the job alone. Catching one would also undo the ignore in the ranks (exec resets
-// a caught signal to its default, and keeps an ignored one ignored). SIGCHLD is the exception: the
-// loop needs it, and an ignored SIGCHLD would let the kernel reap the ranks before the launcher
-// could read their exit status.
-//
-// The signals it catches are unblocked for the job -- a caller that inherited a blocked SIGCHLD
-// would otherwise wait forever for a rank's exit when no output pipe wakes the loop -- and the
-// caller's mask comes back afterwards. The ranks start with the caller's mask (caller_mask()), as
-// any program a shell starts does: the launcher changes no more about them than it must.
-class SignalScope {
- public:
-  SignalScope() {
-    int wake[2];
-    make_pipe(wake);
-    set_nonblocking(wake[0]);
-    set_nonblocking(wake[1]);
-    read_fd_ = wake[0];
-    g_wake_write_fd = wake[1];
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigset_t caught;
-    sigemptyset(&caught);
-    for (size_t i = 0; i < kHandledCount; ++i) {
-      const int signo = kHandledSignals[i].signo;
-      sigaction(signo, nullptr, &saved_[i]);
-      if (!(saved_[i].sa_flags & SA_SIGINFO) && saved_[i].sa_handler == SIG_IGN) continue;
-      sigaction(signo, &sa, nullptr);
-      sigaddset(&caught, signo);
-    }
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;  // exits wake us, a rank stopped by a debugger does not
-    sigaction(SIGCHLD, &sa, &saved_chld_);
-    sigaddset(&caught, SIGCHLD);
-    // A reader of our output that goes away must not kill the launcher and orphan the ranks.
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, &saved_pipe_);
-    // pthread_sigmask, not sigprocmask: a benchmark may have started threads already.
-    pthread_sigmask(SIG_UNBLOCK, &caught, &caller_mask_);
-  }
-  ~SignalScope() {
-    pthread_sigmask(SIG_SETMASK, &caller_mask_, nullptr);  // first: what arrives now waits for the caller
-    for (size_t i = 0; i < kHandledCount; ++i) sigaction(kHandledSignals[i].signo, &saved_[i], nullptr);
-    sigaction(SIGCHLD, &saved_chld_, nullptr);
-    sigaction(SIGPIPE, &saved_pipe_, nullptr);
-    close(g_wake_write_fd);
-    g_wake_write_fd = -1;
-    close(read_fd_);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-  int read_fd() const { return read_fd_; }
-  const sigset_t& caller_mask() const { return caller_mask_; }
-
- private:
-  int read_fd_ = -1;
-  struct sigaction saved_[kHandledCount] {};
-  struct sigaction saved_chld_ {};
-  struct sigaction saved_pipe_ {};
-  sigset_t caller_mask_{};
-};
 
 // --- the job -------------------------------------------------------------------------------------------
 
@@ -185,6 +80,7 @@ class Job {
     wake_read_fd_ = signals.read_fd();
     rank_mask_ = &signals.caller_mask();
     try {
+      open_outputs();
       const std::vector<std::string> env = shared_environment(opt_);
       std::fflush(nullptr);  // what the caller printed comes before what the ranks print
       for (int local = 0; local < opt_.nproc_per_node && !stopping_; ++local) start_rank(local, env);
@@ -193,9 +89,12 @@ class Job {
       // The launcher itself failed (out of file descriptors, say): leave no rank behind, then report.
       begin_stop(1, SIGKILL);
       finish();
+      flush_output();
       throw;
     }
-    return finish();
+    const int exit_code = finish();
+    flush_output();
+    return exit_code;
   }
 
  private:
@@ -300,15 +199,14 @@ class Job {
         close(out_pipe[0]);
         close(err_pipe[0]);
       }
-      std::fprintf(stderr, "%s: cannot start rank %d: '%s': %s\n", opt_.name.c_str(), r.rank, argv[0],
-                   std::strerror(rc));
+      say("cannot start rank " + std::to_string(r.rank) + ": '" + argv[0] + "': " + std::strerror(rc));
       begin_stop(127, SIGTERM);
       return;
     }
     if (opt_.prefix_output) {
       const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
-      r.out = RankStream{out_pipe[0], 1, prefix, {}};
-      r.err = RankStream{err_pipe[0], 2, prefix, {}};
+      r.out = RankStream{out_pipe[0], stdout_, r.rank, prefix, {}};
+      r.err = RankStream{err_pipe[0], stderr_, r.rank, prefix, {}};
       set_nonblocking(r.out.fd);
       set_nonblocking(r.err.fd);
     }
@@ -343,65 +241,152 @@ class Job {
 
   void loop() {
     while (!all_exited()) {
-      std::vector<pollfd> fds{{wake_read_fd_, POLLIN, 0}};
-      std::vector<RankStream*> streams{nullptr};
-      for (Rank& r : ranks_)
-        for (RankStream* s : {&r.out, &r.err})
-          if (s->fd >= 0) {
-            fds.push_back({s->fd, POLLIN, 0});
-            streams.push_back(s);
-          }
       int timeout_ms = -1;
       if (kill_at_) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at_ - Clock::now());
         timeout_ms = static_cast<int>(std::max<long long>(0, left.count() + 1));
       }
-      if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
-        throw std::runtime_error("poll failed: " + errno_text());
-
-      if (fds[0].revents & POLLIN) handle_signals();
-      for (size_t i = 1; i < fds.size(); ++i)
-        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*streams[i], /*drain=*/false);
+      poll_once(timeout_ms);
       collect_exits();
       if (kill_at_ && Clock::now() >= *kill_at_) {
         for (const Rank& r : ranks_)
           if (!r.exited)
-            std::fprintf(stderr,
-                         "%s: rank %d (pid %d) still running %d ms after it was told to stop; "
-                         "sending SIGKILL\n",
-                         opt_.name.c_str(), r.rank, static_cast<int>(r.pid), opt_.grace_ms);
+            say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + ") still running " +
+                std::to_string(opt_.grace_ms) + " ms after it was told to stop; sending SIGKILL");
         signal_groups(SIGKILL);
         kill_at_.reset();
       }
     }
   }
 
+  // One poll() over everything the launcher waits for -- the signal pipe, the ranks' pipes, and its
+  // own stdout and stderr while output waits for them -- and one round of acting on what is ready.
+  // Never blocks anywhere else, so a reader that stops reading holds up nothing but its own output.
+  // Returns whether the launcher's output went out (any of it).
+  bool poll_once(int timeout_ms) {
+    std::vector<pollfd> fds{{wake_read_fd_, POLLIN, 0}};
+    std::vector<RankStream*> streams;
+    for (Rank& r : ranks_)
+      for (RankStream* s : {&r.out, &r.err})
+        if (s->fd >= 0) {
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+        }
+    std::vector<OutputQueue*> writers;
+    for (const std::unique_ptr<OutputQueue>& q : queues_) {
+      if (!q->waiting()) continue;
+      if (q->poll_fd() < 0) {  // backing off: wake up when it ends
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(q->retry_at() - Clock::now());
+        const int retry_ms = static_cast<int>(std::max<long long>(0, left.count() + 1));
+        timeout_ms = timeout_ms < 0 ? retry_ms : std::min(timeout_ms, retry_ms);
+        continue;
+      }
+      fds.push_back({q->poll_fd(), POLLOUT, 0});
+      writers.push_back(q.get());
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
+      throw std::runtime_error("poll failed: " + errno_text());
+
+    if (fds[0].revents & POLLIN) handle_signals();
+    for (size_t i = 0; i < streams.size(); ++i)
+      if (fds[1 + i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*streams[i], /*drain=*/false);
+    bool wrote = false;
+    for (size_t i = 0; i < writers.size(); ++i)
+      if (fds[1 + streams.size() + i].revents & (POLLOUT | POLLHUP | POLLERR)) wrote |= writers[i]->write_some();
+    return wrote;
+  }
+
+  // The launcher's stdout and stderr, as queues (output_queue.h); one queue for both when they are
+  // the same pipe or terminal.
+  void open_outputs() {
+    queues_.push_back(std::make_unique<OutputQueue>(1, opt_.name));
+    stdout_ = queues_.back().get();
+    if (OutputQueue::shares_destination(1, 2)) {
+      stderr_ = stdout_;
+    } else {
+      queues_.push_back(std::make_unique<OutputQueue>(2, opt_.name));
+      stderr_ = queues_.back().get();
+    }
+  }
+
+  // A message of the launcher's own on its stderr, "ringrun: text".
+  void say(const std::string& text) { stderr_->push_message(opt_.name + ": " + text + "\n"); }
+
+  // Once the ranks are done: what is still queued goes out as the reader takes it, until it has
+  // taken nothing for kOutputStall, or a signal that would stop the job says to stop now.
+  void flush_output() {
+    Clock::time_point last_taken = Clock::now();
+    for (;;) {
+      const bool waiting = std::any_of(queues_.begin(), queues_.end(),
+                                       [](const std::unique_ptr<OutputQueue>& q) { return q->waiting(); });
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(last_taken + kOutputStall - Clock::now());
+      if (!waiting || abandon_output_ || left.count() <= 0) return;
+      if (poll_once(static_cast<int>(left.count()) + 1)) last_taken = Clock::now();
+    }
+  }
+
   void handle_signals() {
     unsigned char signos[64];
     ssize_t n;
+    int suspend_signo = 0;
     while ((n = read(wake_read_fd_, signos, sizeof signos)) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
         const int signo = signos[i];
         const HandledSignal* h = handled_signal(signo);
         if (h == nullptr) continue;  // SIGCHLD: collect_exits runs after every wake-up anyway
+        if (finished_ && (h->action == OnSignal::Stop || h->action == OnSignal::StopWithSigterm)) {
+          abandon_output_ = true;  // the ranks are gone already: only the output was left
+          continue;
+        }
         switch (h->action) {
           case OnSignal::Stop:
-            std::fprintf(stderr, "%s: got %s; forwarding it to every rank\n", opt_.name.c_str(), h->name);
+            say(std::string("got ") + h->name + "; forwarding it to every rank");
             begin_stop(128 + signo, signo);  // a second Ctrl-C is forwarded too, but keeps the first status
             break;
           case OnSignal::StopWithSigterm:
-            std::fprintf(stderr, "%s: got %s; stopping every rank with SIGTERM\n", opt_.name.c_str(), h->name);
+            say(std::string("got ") + h->name + "; stopping every rank with SIGTERM");
             begin_stop(128 + signo, SIGTERM);
             break;
           case OnSignal::Forward:
             // Not followed by SIGCONT: a rank stopped on purpose gets it when it is continued.
-            std::fprintf(stderr, "%s: got %s; forwarding it to every rank, the job goes on\n", opt_.name.c_str(),
-                         h->name);
+            say(std::string("got ") + h->name + "; forwarding it to every rank, the job goes on");
             for (const Rank& r : ranks_) kill(-r.pid, signo);
             break;
+          // No message for these two: the shell reports the stop and the continue itself, and a
+          // message written on the way to stopping could itself stop a background launcher (SIGTTOU).
+          case OnSignal::Suspend: suspend_signo = signo; break;
+          case OnSignal::Resume: continue_groups(); break;
         }
       }
     }
+    // Stop requests that piled up (Ctrl-Z pressed twice) stop the job once: a second one acted on
+    // after `fg` would stop it again at once.
+    if (suspend_signo != 0) suspend_job(suspend_signo);
+  }
+
+  // Stops every rank with SIGTSTP, then the launcher itself with `signo` at its default action;
+  // returns when the launcher is continued, and continues the ranks. When the launcher's process
+  // group is orphaned (its shell has gone) the kernel discards the stop and this returns at once,
+  // so the ranks are not left stopped with nobody to continue them. A grace period that was running
+  // is moved on by the time stopped: a stopped rank could not use it.
+  void suspend_job(int signo) {
+    for (const Rank& r : ranks_) kill(-r.pid, SIGTSTP);
+    struct sigaction ours {};
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    sigaction(signo, &default_action, &ours);
+    const Clock::time_point stopped_at = Clock::now();
+    raise(signo);  // unblocked (SignalScope), so delivered before raise returns: stopped here until SIGCONT
+    sigaction(signo, &ours, nullptr);
+    if (kill_at_) *kill_at_ += Clock::now() - stopped_at;
+    continue_groups();
+  }
+
+  // SIGCONT to every rank's process group: to the ranks the launcher stopped, and to one stopped by
+  // anything else (`kill -STOP`), which would otherwise hold the job up with nobody to continue it.
+  void continue_groups() {
+    for (const Rank& r : ranks_) kill(-r.pid, SIGCONT);
   }
 
   // Notes every rank that has exited since the last call. WNOWAIT leaves it a zombie (see the top).
@@ -419,8 +404,7 @@ class Job {
         if (s->fd >= 0) read_stream(*s, /*drain=*/true);
       const bool failed = info.si_code != CLD_EXITED || info.si_status != 0;
       if (failed && !stopping_) {
-        std::fprintf(stderr, "%s: %s%s\n", opt_.name.c_str(), describe_exit(r, info).c_str(),
-                     ranks_.size() > 1 ? "; stopping the other ranks" : "");
+        say(describe_exit(r, info) + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
         begin_stop(info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status, SIGTERM);
       }
     }
@@ -438,6 +422,9 @@ class Job {
           s->fd = -1;
         }
     }
+    // Reaped: their pids, and so their group ids, may be anyone's now. Nothing signals them again.
+    ranks_.clear();
+    finished_ = true;
     return exit_code_;
   }
 
@@ -448,6 +435,11 @@ class Job {
   bool stopping_ = false;
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_;  // when the ranks still running get SIGKILL
+  std::vector<std::unique_ptr<OutputQueue>> queues_;
+  OutputQueue* stdout_ = nullptr;  // the launcher's stdout and stderr: queues_, one or two of them
+  OutputQueue* stderr_ = nullptr;
+  bool finished_ = false;        // every rank reaped; only output is left (flush_output)
+  bool abandon_output_ = false;  // a stopping signal came while it was
 };
 
 }  // namespace

@@ -15,13 +15,21 @@
 //              without it, the ranks write straight to the launcher's stdout and stderr (so a
 //              launcher killed by SIGKILL, which nothing can catch, leaves them running until they
 //              fail on their own; with pipes they would die of SIGPIPE at their next write).
+//              The launcher never blocks on its own stdout or stderr (output_queue.h): while the
+//              reader does not read (`| less`, paused), lines wait, at most 4 MiB per stream; past
+//              that the oldest are dropped, and the reader gets one line in their place saying how
+//              many, of which ranks. Its own messages are never dropped. Once every rank is done,
+//              the reader has until it has taken nothing for 2 s, and the rest is given up.
 // Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
 //              rank's process group then gets SIGTERM (and SIGCONT, so that a stopped rank acts on
 //              it), and SIGKILL if it is still running grace_ms later.
 // Signals      SIGINT, SIGTERM, SIGHUP and SIGQUIT to the launcher are forwarded to every rank and
 //              stop the job; SIGALRM and SIGXCPU stop it with SIGTERM to the ranks; SIGUSR1 and SIGUSR2
-//              are forwarded and the job goes on. One the launcher inherited as ignored stays ignored,
-//              in the ranks too (`nohup`). The ranks start with the signal mask the caller had.
+//              are forwarded and the job goes on. SIGTSTP (Ctrl-Z), SIGTTIN and SIGTTOU stop every
+//              rank (with SIGTSTP), then the launcher; SIGCONT (fg, bg) continues every rank. SIGSTOP
+//              cannot be caught: it stops the launcher alone. One the launcher inherited as ignored
+//              stays ignored, in the ranks too (`nohup`). The ranks start with the signal mask the
+//              caller had.
 // Exit status  0 when every rank exits 0. Otherwise the first failure's, the way a shell reports it:
 //              its exit status, or 128+signal when it was killed (137 for SIGKILL). When a signal
 //              stops the job: 128+signal (130 for Ctrl-C). A program that cannot be started: 127.

@@ -9,7 +9,7 @@ namespace ringgrad::launch {
 
 namespace {
 
-// Prints every complete line in s.pending, prefixed; keeps a trailing incomplete line unless `flush`.
+// Queues every complete line in s.pending, prefixed; keeps a trailing incomplete line unless `flush`.
 void emit_lines(RankStream& s, bool flush) {
   std::string text;
   size_t start = 0;
@@ -20,20 +20,10 @@ void emit_lines(RankStream& s, bool flush) {
     text += s.prefix + s.pending + '\n';
     s.pending.clear();
   }
-  write_all(s.dest_fd, text);  // one rank's lines in one write, so ranks never interleave mid-line
+  s.dest->push_lines(s.rank, text);
 }
 
 }  // namespace
-
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our reader went away (EPIPE: SIGPIPE is ignored); the ranks still run to the end
-    done += static_cast<size_t>(n);
-  }
-}
 
 void read_stream(RankStream& s, bool drain) {
   char buf[64 * 1024];

@@ -1,8 +1,10 @@
-// tools/launch/rank_output.h: one output stream of a rank, read from its pipe and written on the
+// tools/launch/rank_output.h: one output stream of a rank, read from its pipe and queued for the
 // launcher's own stream one whole line at a time, each line prefixed with "[rank k] ".
 #pragma once
 
 #include <string>
+
+#include "tools/launch/output_queue.h"
 
 namespace ringgrad::launch {
 
@@ -11,18 +13,16 @@ namespace ringgrad::launch {
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
 struct RankStream {
-  int fd = -1;          // the read end of the rank's pipe; -1 once closed
-  int dest_fd = 1;      // where its lines go: 1 or 2
-  std::string prefix;   // "[rank k] "
-  std::string pending;  // the bytes of a line not yet complete
+  int fd = -1;                  // the read end of the rank's pipe; -1 once closed
+  OutputQueue* dest = nullptr;  // where its lines go: the launcher's stdout or stderr
+  int rank = 0;                 // whose lines they are, for a notice of dropped ones
+  std::string prefix;           // "[rank k] "
+  std::string pending;          // the bytes of a line not yet complete
 };
 
 // Reads what the pipe holds: one read() per wake-up, so a chatty rank cannot starve the others, or
-// until it is empty when `drain`. Prints the complete lines. At end of file (or after a drain)
-// prints what is left as a line of its own and closes the pipe.
+// until it is empty when `drain`. Queues the complete lines. At end of file (or after a drain)
+// queues what is left as a line of its own and closes the pipe.
 void read_stream(RankStream& s, bool drain);
-
-// Writes all of `text`, retrying short writes; gives up quietly when the reader has gone away.
-void write_all(int fd, const std::string& text);
 
 }  // namespace ringgrad::launch

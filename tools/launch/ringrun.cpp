@@ -12,13 +12,23 @@
 //              processes cannot share one terminal's input.
 // Output       each line a rank writes appears as "[rank k] line" on the same stream (stdout or
 //              stderr) of ringrun. A rank's output ends when the rank exits; a last line without a
-//              newline is printed with one.
+//              newline is printed with one. A reader that stops reading (`ringrun ... | less`,
+//              paused) holds up nothing but its output: ringrun keeps reading the ranks, and acts
+//              on signals and failures at once. What the reader has not taken waits, at most 4 MiB
+//              per stream; past that the oldest lines are dropped, whole, and one line in their
+//              place says how many, of which ranks. ringrun's own messages are never dropped. Once
+//              the ranks are done, ringrun waits for the reader until it has taken nothing for 2 s.
 // Failure      the first rank that exits non-zero or is killed by a signal is named on stderr; every
 //              rank then gets SIGTERM (and SIGCONT, so that a stopped rank acts on it), and SIGKILL
 //              if it is still running --grace-ms later.
 // Signals      SIGINT, SIGTERM, SIGHUP and SIGQUIT (Ctrl-\) to ringrun are forwarded to every rank
 //              and stop the job; SIGALRM and SIGXCPU stop it with SIGTERM to the ranks; SIGUSR1 and
 //              SIGUSR2 are forwarded and the job goes on (a program may checkpoint on `kill -USR1`).
+//              Ctrl-Z (SIGTSTP) stops every rank, with SIGTSTP, and then ringrun, so the whole job
+//              stops; so do SIGTTIN and SIGTTOU (ringrun in the background, writing to a terminal
+//              set to `stty tostop`). SIGCONT -- the shell's fg or bg -- continues every rank. Only
+//              `kill -STOP` of ringrun, which cannot be caught, stops ringrun alone; its ranks run
+//              on until their output pipes fill, and its SIGCONT continues them.
 //              A signal ringrun inherited as ignored stays ignored, in the ranks too: `nohup ringrun
 //              ... &` survives logging out. The ranks start with the signal mask ringrun inherited.
 // Exit status  0 when every rank exits 0. Otherwise the first failure's, the way a shell reports it:
@@ -30,16 +40,18 @@
 // not only the rank: a rank that is a shell script, or that forked helpers, is stopped whole. So
 // Ctrl-C in a terminal -- which the kernel sends to the foreground process group -- reaches ringrun
 // alone, and ringrun forwards it once to every rank (ranks left in ringrun's group would get it
-// twice, from the terminal and from ringrun). SIGTERM, SIGHUP (a closed terminal) and the others
-// above are forwarded the same way; ringrun then waits for the ranks, SIGKILLs what is left after the grace period, and
-// before returning SIGKILLs anything still in a rank's group. Only SIGKILL of ringrun itself leaves
-// ranks behind, since nothing can catch it; they lose their output pipes and die of SIGPIPE at their
-// next write.
+// twice, from the terminal and from ringrun). Ctrl-Z too: ringrun stops the ranks before itself,
+// or the shell would say "Stopped" while they trained on. SIGTERM, SIGHUP (a closed terminal) and
+// the others above are forwarded the same way; ringrun then waits for the ranks, SIGKILLs what is
+// left after the grace period, and before returning SIGKILLs anything still in a rank's group. Only SIGKILL of ringrun
+// itself leaves ranks behind, since nothing can catch it; they lose their output pipes and die of SIGPIPE at their next
+// write.
 //
 // A rank that has exited stays a zombie (waitid with WNOWAIT) until ringrun is done: a zombie still
 // holds its pid, so the pid -- which is also the group id ringrun signals -- cannot be given to an
-// unrelated process meanwhile. One loop does everything: poll() over the ranks' pipes and a
-// self-pipe that the signal handler writes to (SIGCHLD included, so an exit wakes the loop).
+// unrelated process meanwhile. One loop does everything: poll() over the ranks' pipes, a
+// self-pipe that the signal handler writes to (SIGCHLD included, so an exit wakes the loop), and,
+// while output waits for them, ringrun's own stdout and stderr: no write ever blocks the loop.
 //
 // All of that lives in tools/launch/ (launcher.h), which the benchmarks that start their own ranks
 // use too (bench/bench_launch.h); this file is the command line.
@@ -66,7 +78,10 @@ constexpr const char* kEpilogue =
     "Exit status: 0 if every rank exits 0; else the first failed rank's status (128+signal if it\n"
     "was killed); 128+signal if ringrun was interrupted; 2 for bad usage; 127 if prog cannot start.\n"
     "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGALRM and SIGXCPU stop the job; SIGUSR1 and SIGUSR2 are\n"
-    "forwarded to every rank and the job goes on. A signal ignored when ringrun starts stays ignored.\n";
+    "forwarded to every rank and the job goes on. Ctrl-Z (SIGTSTP, SIGTTIN, SIGTTOU) stops every\n"
+    "rank with ringrun; fg or bg (SIGCONT) continues them. A signal ignored when ringrun starts\n"
+    "stays ignored. Output nobody reads waits, up to 4 MiB a stream; then the oldest lines are\n"
+    "dropped, and a line says how many.\n";
 
 // Parses argv into `job` and checks what the parser cannot: the flags against each other.
 void check_args(ringgrad::cli::FlagParser& flags, int argc, char** argv, ringgrad::launch::JobOptions& job,

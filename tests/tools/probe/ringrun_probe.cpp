@@ -15,6 +15,9 @@
 //   signals         prints which signals it ignores and blocks (signal_report.h)
 //   catch-usr1      from now on prints "caught SIGUSR1" on stdout for each SIGUSR1 (a sleep goes on)
 //   spawn-sleep MS  forks a child that prints "grandchild PID=<pid>" and sleeps MS; waits for it
+//   err-pid         "pid PID=<pid>" on stderr, for a test that does not read stdout
+//   tick MS         "tick <n>" on stdout every 50 ms (n = 0, 1, ...) for MS milliseconds
+//   flood BYTES     BYTES of numbered 100-byte lines on stdout, "flood <n> xxx...", about 64 KiB a write
 // Output goes through write(), not stdio: a buffered line would be lost by `kill` or `exit`.
 // It never dumps core: a test sends the job SIGQUIT.
 #include <signal.h>
@@ -52,6 +55,23 @@ void sleep_ms(long ms) {
   timespec left{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&left, &left) != 0 && errno == EINTR) {
   }
+}
+
+// Lines of exactly 100 bytes, "flood 0000042 xxx...\n", so that a test can count the ones it got.
+void flood(long bytes) {
+  std::string batch;
+  for (long n = 0; n * 100 < bytes; ++n) {
+    char head[32];
+    std::snprintf(head, sizeof head, "flood %07ld ", n);
+    batch += head;
+    batch.append(100 - 1 - batch.size() % 100, 'x');
+    batch += '\n';
+    if (batch.size() >= 64 * 1024) {
+      say(1, batch);
+      batch.clear();
+    }
+  }
+  say(1, batch);
 }
 
 extern "C" void on_usr1(int) {
@@ -94,6 +114,10 @@ int main(int argc, char** argv) {
       if (mine) say(1, probe::signal_report());
       continue;
     }
+    if (step == "err-pid") {
+      if (mine) say(2, "pid PID=" + std::to_string(getpid()) + "\n");
+      continue;
+    }
     if (step == "catch-usr1") {
       if (mine) {
         struct sigaction sa {};
@@ -119,6 +143,14 @@ int main(int argc, char** argv) {
     } else if (step == "kill") {
       kill(getpid(), std::atoi(arg.c_str()));
       sleep_ms(10000);  // a blocked or ignored signal would otherwise let the probe carry on silently
+    } else if (step == "tick") {
+      const long ms = std::atol(arg.c_str());
+      for (long n = 0; n * 50 < ms; ++n) {
+        say(1, "tick " + std::to_string(n) + "\n");
+        sleep_ms(50);
+      }
+    } else if (step == "flood") {
+      flood(std::atol(arg.c_str()));
     } else if (step == "spawn-sleep") {
       const pid_t child = fork();
       if (child < 0) usage_error("fork failed");
