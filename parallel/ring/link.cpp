@@ -6,6 +6,7 @@
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 
 #include <algorithm>
+#include <mutex>
 #include <cerrno>
 #include <fstream>
 #include <iterator>
@@ -31,6 +32,45 @@ constexpr std::chrono::microseconds kSpin(4), kYield(50);
 // arrives wakes it at once. Room to send does not (one futex at a time), so that sleep is cut at
 // this: by then the next rank has at most drained part of the slots this rank filled, 2 MiB.
 constexpr std::chrono::microseconds kSendNap(20);
+
+// A process that was not running while it waited -- stopped by Ctrl-Z (ringrun stops the whole
+// job), by a debugger, or on a paused VM -- must not find its deadline gone when it is continued:
+// ranks stopped together carry on after `fg`. A wait looks at the clock every few milliseconds at
+// most, so a gap longer than this between two looks is time spent stopped, and does not count. A
+// neighbour that is stopped while this rank runs still times out on time.
+constexpr std::chrono::milliseconds kStoppedGap(1000);
+
+// Every exchange of one collective gets that collective's deadline, so the time stopped is kept
+// against the deadline, process-wide, for the exchanges still to come (the hierarchical all-reduce
+// uses several links).
+class StoppedTime {
+ public:
+  // `deadline`, moved on by the time this process was stopped while waiting for it.
+  Deadline extended(Deadline deadline) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return deadline == deadline_ ? deadline + stopped_ : deadline;
+  }
+  // Counts `stopped` against `deadline`; returns the deadline moved on.
+  Deadline add(Deadline deadline, Clock::duration stopped) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (deadline != deadline_) {
+      deadline_ = deadline;
+      stopped_ = Clock::duration::zero();
+    }
+    stopped_ += stopped;
+    return deadline + stopped_;
+  }
+
+ private:
+  std::mutex mutex_;
+  Deadline deadline_{};
+  Clock::duration stopped_{};
+};
+
+StoppedTime& stopped_time() {
+  static StoppedTime instance;
+  return instance;
+}
 
 void pause_cpu() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -96,13 +136,22 @@ std::unique_ptr<RingLink> connect_ring_link(Store& store, const RingNeighbours& 
 }
 
 void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                        size_t recv_bytes, const OnReceived& on_received, Deadline deadline) {
+                        size_t recv_bytes, const OnReceived& on_received, Deadline collective_deadline) {
   if (send_bytes > 0) send_->begin(send_tag, send, send_bytes);
   if (recv_bytes > 0) recv_->begin(recv_tag, recv_into, recv_bytes, on_received ? &on_received : nullptr);
   bool sending = send_bytes > 0 && !send_->done(), receiving = recv_bytes > 0 && !recv_->done();
   int idle_rounds = 0;
-  auto last_check = Clock::now(), idle_since = last_check;
+  Deadline deadline = stopped_time().extended(collective_deadline);
+  auto last_check = Clock::now(), idle_since = last_check, last_seen = last_check;
+  // Reads the clock; a gap since the last read is time stopped, which moves the deadline on.
+  auto look = [&] {
+    const auto now = Clock::now();
+    if (now - last_seen > kStoppedGap) deadline = stopped_time().add(collective_deadline, now - last_seen);
+    last_seen = now;
+    return now;
+  };
   while (sending || receiving) {
+    const auto seen = look();
     // Both halves every round: the receiving half is never starved by a sender with room to go on.
     const bool sent = sending && send_->progress();
     const bool received = receiving && recv_->progress();
@@ -132,9 +181,9 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
       else
         memory_busy = true;
     }
-    if (++idle_rounds == 1) idle_since = Clock::now();
+    if (++idle_rounds == 1) idle_since = seen;
     if (memory_busy && count == 0) {
-      const auto now = Clock::now();
+      const auto now = seen;
       if (now - idle_since < kSpin) {
         pause_cpu();
         continue;
@@ -169,7 +218,7 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
       ::poll(fds, count, static_cast<int>(std::clamp<long long>(left, 0, kCheckInterval.count())));
     }
     // EINTR and timeouts alike: look at the clock, the flags and the neighbours, then go round again.
-    const auto now = Clock::now();
+    const auto now = look();
     if (now - last_check < kCheckInterval && now < deadline) continue;
     last_check = now;
     send_->check(deadline, sending);

@@ -87,9 +87,10 @@ class RingLink {
   // The outgoing message is labelled send_tag; the incoming one must carry recv_tag (in a ring
   // step both are the step's tag). A side with 0 bytes is skipped: both ranks compute the same sizes.
   // Throws ringgrad::Error naming the peer rank on a deadline, a dead or aborted peer, or a
-  // tag/length mismatch.
+  // tag/length mismatch. Time this process spends stopped (Ctrl-Z, a debugger) while it waits does
+  // not count against the deadline (link.cpp, kStoppedGap).
   void exchange(uint64_t send_tag, const void* send, size_t send_bytes, uint64_t recv_tag, void* recv_into,
-                size_t recv_bytes, const OnReceived& on_received, Deadline deadline);
+                size_t recv_bytes, const OnReceived& on_received, Deadline collective_deadline);
 
   // After a failure: tell the neighbours (so they fail at once instead of at their deadline).
   void abort(const std::string& reason);

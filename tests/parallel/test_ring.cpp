@@ -214,6 +214,19 @@ TEST_CASE("ring: a stopped rank 0 fails the others once, within 1.1x the timeout
   CHECK(took < 8800);  // 1.1x; before: 11 s (a fixed 3 s diagnostic), and earlier 16 s (a second timeout)
 }
 
+TEST_CASE("ring: a job stopped longer than the timeout and continued carries on", "[ring]") {
+  // Ctrl-Z under ringrun stops every rank; after `fg` the time stopped must not count against the
+  // deadline of the all-reduce they were in. Rank 0 is continued 100 ms before rank 1, so it looks
+  // at its deadline first: before, it failed there ("timed out"), 4 s after a 2 s deadline.
+  const std::string transport = GENERATE(std::string("shm"), std::string("tcp"));
+  const TempDir dir;
+  const JobResult job =
+      spawn_ranks(2, kWorker, {"stop_both", transport},
+                  {{"VICTIM", "1"}, {"TIMEOUT_MS", "2000"}, {"PID_DIR", dir.str()}}, std::chrono::seconds(40));
+  INFO(all_output(job));
+  CHECK(all_succeeded(job));
+}
+
 TEST_CASE("ring: silent clients at a ring listener cost setup nothing, however many", "[ring]") {
   // Rank 0's listener gets the silent clients first, then rank 1 -- the real peer -- behind them.
   // Checked one at a time, 5 s each, 12 of them held a 60 s setup for all of it.

@@ -388,6 +388,38 @@ int main(int argc, char** argv) {
           return 3;
         }
       }
+    } else if (scenario == "stop_both") {
+      // The whole job is stopped for twice the timeout in the middle of an all-reduce, as Ctrl-Z under
+      // ringrun does, then continued: the time stopped must not count against the deadline. Rank 0
+      // waits in all-reduce #6 for the victim, which is late; a child of rank 0 stops both, then
+      // continues rank 0 first, so rank 0 wakes in its wait with the deadline long past.
+      write_pid_file(rank);
+      pg->barrier()->wait();
+      Tensor t = ones({1 << 12});
+      for (int step = 0; step < 12; ++step) {
+        if (step == 6 && rank == victim) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        if (step == 6 && rank != victim) {
+          std::FILE* f = std::fopen(pid_file(victim).c_str(), "r");
+          int peer = 0;
+          EXPECT(f != nullptr && std::fscanf(f, "%d", &peer) == 1 && peer > 0, "no pid file for rank ", victim);
+          if (f != nullptr) std::fclose(f);
+          const pid_t me = ::getpid();
+          const timespec settle{0, 100 * 1000 * 1000};
+          const timespec stopped{2 * timeout_ms / 1000, (2 * timeout_ms % 1000) * 1000 * 1000};
+          if (::fork() == 0) {  // async-signal-safe calls only: the parent has threads
+            ::nanosleep(&settle, nullptr);
+            ::kill(me, SIGSTOP);
+            ::kill(peer, SIGSTOP);
+            ::nanosleep(&stopped, nullptr);
+            ::kill(me, SIGCONT);
+            ::nanosleep(&settle, nullptr);
+            ::kill(peer, SIGCONT);
+            ::_exit(0);
+          }
+        }
+        pg->all_reduce(t, RedOp::Sum)->wait();
+        EXPECT(element(t, 0) == std::pow(2.0, step + 1), "stop_both step ", step, ": got ", element(t, 0));
+      }
     } else if (scenario == "intruder" || scenario == "absent" || scenario == "one") {
       Tensor t = full({1000}, 1.0);
       pg->all_reduce(t)->wait();
