@@ -79,19 +79,26 @@ def run_row(build, name, timeout, how):
             codes = [done.returncode]
         else:
             env.update(WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+            # Each rank writes to a file of its own, so neither waits on a pipe that is not read yet.
+            logs = [open(os.path.join(pid_dir, f"rank{r}.log"), "w+") for r in range(2)]
             procs = [subprocess.Popen([worker] + how["args"], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                      stdout=logs[r], stderr=subprocess.STDOUT, text=True)
                      for r in range(2)]
-            outputs, codes = {}, []
-            for r, p in enumerate(procs):
+            outputs, codes, late = {}, [], False
+            for p in procs:
                 try:
-                    outputs[f"rank {r}"] = p.communicate(timeout=max(1, limit - (time.monotonic() - start)))[0]
+                    p.wait(timeout=max(1, limit - (time.monotonic() - start)))
                 except subprocess.TimeoutExpired:
+                    late = True
                     for q in procs:
                         q.kill()
-                    outputs[f"rank {r}"] = p.communicate()[0] + "\n(killed: ran past the limit)"
+                    p.wait()
                 codes.append(p.returncode)
             wall = time.monotonic() - start
+            for r, log in enumerate(logs):
+                log.seek(0)
+                outputs[f"rank {r}"] = log.read() + ("\n(killed: ran past the limit)" if late else "")
+                log.close()
     text = "\n".join(outputs.values())
     if how.get("succeeds"):
         seconds, ok = wall, all(c == 0 for c in codes)

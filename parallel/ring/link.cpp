@@ -6,7 +6,6 @@
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 
 #include <algorithm>
-#include <mutex>
 #include <cerrno>
 #include <fstream>
 #include <iterator>
@@ -41,36 +40,15 @@ constexpr std::chrono::microseconds kSendNap(20);
 constexpr std::chrono::milliseconds kStoppedGap(1000);
 
 // Every exchange of one collective gets that collective's deadline, so the time stopped is kept
-// against the deadline, process-wide, for the exchanges still to come (the hierarchical all-reduce
-// uses several links).
-class StoppedTime {
- public:
-  // `deadline`, moved on by the time this process was stopped while waiting for it.
-  Deadline extended(Deadline deadline) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return deadline == deadline_ ? deadline + stopped_ : deadline;
-  }
-  // Counts `stopped` against `deadline`; returns the deadline moved on.
-  Deadline add(Deadline deadline, Clock::duration stopped) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (deadline != deadline_) {
-      deadline_ = deadline;
-      stopped_ = Clock::duration::zero();
-    }
-    stopped_ += stopped;
-    return deadline + stopped_;
-  }
-
- private:
-  std::mutex mutex_;
-  Deadline deadline_{};
-  Clock::duration stopped_{};
+// against it for the exchanges still to come -- and the time between two of them (the reduction
+// work of a step, a copy) is looked at too. One record per thread: each process group runs its
+// collectives on a thread of its own (collective_queue.h), one collective at a time.
+struct StoppedTime {
+  Deadline deadline{};            // the collective's, as given
+  Clock::duration stopped{};      // counted against it so far
+  Clock::time_point last_seen{};  // the last look at the clock in one of its exchanges
 };
-
-StoppedTime& stopped_time() {
-  static StoppedTime instance;
-  return instance;
-}
+thread_local StoppedTime t_stopped;
 
 void pause_cpu() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -141,15 +119,22 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
   if (recv_bytes > 0) recv_->begin(recv_tag, recv_into, recv_bytes, on_received ? &on_received : nullptr);
   bool sending = send_bytes > 0 && !send_->done(), receiving = recv_bytes > 0 && !recv_->done();
   int idle_rounds = 0;
-  Deadline deadline = stopped_time().extended(collective_deadline);
-  auto last_check = Clock::now(), idle_since = last_check, last_seen = last_check;
-  // Reads the clock; a gap since the last read is time stopped, which moves the deadline on.
+  StoppedTime& stopped = t_stopped;
+  if (stopped.deadline != collective_deadline) stopped = {collective_deadline, {}, Clock::now()};
+  Deadline deadline = collective_deadline + stopped.stopped;
+  auto last_check = Clock::now(), idle_since = last_check;
+  // Reads the clock; a gap since the last look (in this exchange or the collective's previous one)
+  // is time stopped, which moves the deadline on.
   auto look = [&] {
     const auto now = Clock::now();
-    if (now - last_seen > kStoppedGap) deadline = stopped_time().add(collective_deadline, now - last_seen);
-    last_seen = now;
+    if (now - stopped.last_seen > kStoppedGap) {
+      stopped.stopped += now - stopped.last_seen;
+      deadline = collective_deadline + stopped.stopped;
+    }
+    stopped.last_seen = now;
     return now;
   };
+  look();
   while (sending || receiving) {
     const auto seen = look();
     // Both halves every round: the receiving half is never starved by a sender with room to go on.

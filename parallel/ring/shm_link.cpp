@@ -91,6 +91,16 @@ std::string host_identity() {
 
 namespace {
 
+// A channel's memory file is named "ringgrad-ring-<rank>" (what /proc/<pid>/fd shows as
+// "/memfd:ringgrad-ring-<rank> (deleted)"), and sealed at its size.
+constexpr const char* kChannelName = "ringgrad-ring-";
+constexpr int kChannelSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+#ifdef MFD_NOEXEC_SEAL
+constexpr unsigned kMemfdNoExecSeal = MFD_NOEXEC_SEAL;
+#else
+constexpr unsigned kMemfdNoExecSeal = 0x0008U;  // Linux 6.3; older headers lack it
+#endif
+
 // Maps `fd`, a memory file of sizeof(ShmChannel) bytes, shared: the mapping keeps the memory alive
 // once fd is closed.
 ShmChannel* map_channel(int fd, const char* what) {
@@ -175,12 +185,17 @@ ShmRecv::ShmRecv(Store& store, std::string keys, int rank, int prev, const std::
   // An anonymous memory file, not a named segment in /dev/shm: it has no name to be left behind. Its
   // memory goes when the last descriptor and mapping of it go, when processes exit normally or are
   // killed alike. The previous rank opens it through /proc/<our pid>/fd/<fd> while we hold the fd.
-  fd_ = ::memfd_create(detail::str("ringgrad-ring-", rank).c_str(), MFD_CLOEXEC);
+  // Not executable (kernels that may refuse a memory file without that said, vm.memfd_noexec, want
+  // it said; older ones do not know the flag: EINVAL), and sealed at its size once sized, so that the
+  // neighbour can check it maps a file that can neither shrink under it (SIGBUS) nor grow.
+  const std::string name = detail::str(kChannelName, rank);
+  fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING | kMemfdNoExecSeal);
+  if (fd_ < 0 && errno == EINVAL) fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   RINGGRAD_CHECK(fd_ >= 0, "ring: memfd_create failed: ", std::strerror(errno));
-  if (::ftruncate(fd_, sizeof(ShmChannel)) != 0) {
+  if (::ftruncate(fd_, sizeof(ShmChannel)) != 0 || ::fcntl(fd_, F_ADD_SEALS, kChannelSeals) != 0) {
     const int err = errno;
     ::close(fd_);
-    throw Error(detail::str("ring: cannot size a shared-memory channel to ", sizeof(ShmChannel),
+    throw Error(detail::str("ring: cannot size and seal a shared-memory channel of ", sizeof(ShmChannel),
                             " bytes: ", std::strerror(err)));
   }
   try {
@@ -258,19 +273,34 @@ ShmSend::ShmSend(Store& store, const std::string& keys, int rank, int next, cons
     : rank_(rank), next_name_(peer_name(next, here)) {
   store.set(pid_key(keys, rank), std::to_string(::getpid()));
   const ChannelAddress address = parse_address(store.get_string(channel_key(keys, next)), next);
-  // Opening /proc/<pid>/fd/<fd> opens the memory file itself; it needs the same user (and a process
-  // that may be inspected: not set-uid) in the same pid namespace, which host_identity() checks.
+  // Opening /proc/<pid>/fd/<fd> opens the memory file itself. It needs the same user, a process that
+  // may be inspected (not set-uid, not made undumpable) and one pid namespace, as ranks on one host
+  // (host_identity()) are. The address comes from the store, so before anything is opened the link
+  // must name one of our channels, and what is opened must be a sealed memory file of a channel's
+  // size, owned by us, and published by the process that said it created it.
+  RINGGRAD_CHECK(std::to_string(address.pid) == store.get_string(pid_key(keys, next)), "ring: rank ", next,
+                 " published a shared-memory channel of another process (pid ", address.pid, ")");
   const std::string path = detail::str("/proc/", address.pid, "/fd/", address.fd);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  const std::string target = read_link(path.c_str());
+  const std::string expected = detail::str("/memfd:", kChannelName, next, " (deleted)");
+  RINGGRAD_CHECK(target == expected, "ring: cannot open ", next_name_, "'s shared-memory channel: ", path, " is ",
+                 target.empty() ? std::string("not there (has it exited?)") : "'" + detail::printable(target) + "'",
+                 target.empty() ? std::string(" -- are all ranks on this host run by one user, in one pid namespace? "
+                                              "else use transport \"tcp\"")
+                                : std::string());
+  const int fd = ::open(path.c_str(), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  const int open_error = errno;
   RINGGRAD_CHECK(fd >= 0, "ring: cannot open ", next_name_, "'s shared-memory channel ", path, ": ",
-                 std::strerror(errno),
-                 errno == ENOENT ? detail::str(" (has ", next_name_, " exited?)")
-                                 : std::string(" (are all ranks on this host run by one user, in one pid namespace? "
-                                               "else use transport \"tcp\")"));
+                 std::strerror(open_error),
+                 open_error == ENOENT ? detail::str(" (has ", next_name_, " exited?)")
+                                      : std::string(" (are all ranks on this host run by one user, and may be "
+                                                    "inspected: not set-uid? else use transport \"tcp\")"));
   struct stat info {};
-  const bool sized = ::fstat(fd, &info) == 0 && info.st_size == static_cast<off_t>(sizeof(ShmChannel));
-  if (!sized) ::close(fd);
-  RINGGRAD_CHECK(sized, "ring: ", path, " is not ", next_name_, "'s shared-memory channel (has it exited?)");
+  const bool fits = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == ::geteuid() &&
+                    info.st_size == static_cast<off_t>(sizeof(ShmChannel)) &&
+                    (::fcntl(fd, F_GET_SEALS) & kChannelSeals) == kChannelSeals;
+  if (!fits) ::close(fd);
+  RINGGRAD_CHECK(fits, "ring: ", path, " is not ", next_name_, "'s shared-memory channel (has it exited?)");
   try {
     channel_ = map_channel(fd, path.c_str());
   } catch (...) {

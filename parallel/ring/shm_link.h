@@ -33,8 +33,8 @@ struct ShmChannel;  // the shared layout, in shm_link.cpp
 // Receives from `prev` through a channel this rank creates.
 class ShmRecv final : public RecvHalf {
  public:
-  // Creates the channel and publishes its name under `keys` (RingNeighbours::keys). `here`: this
-  // host, for messages (RingNeighbours).
+  // Creates the channel and publishes where it is ("pid:fd:cookie") under `keys`
+  // (RingNeighbours::keys). `here`: this host, for messages (RingNeighbours).
   ShmRecv(Store& store, std::string keys, int rank, int prev, const std::string& here);
   ~ShmRecv() override;
   ShmRecv(const ShmRecv&) = delete;

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include <ringgrad/core/base/error.h>
 #include "parallel/ring/shm_link.h"
@@ -83,33 +85,48 @@ struct Newcomer {
   std::string said;
 };
 
-// What the previous rank says first: [u32 length][job token] when the job has one, then the Identity
-// below. Returns the length of that introduction.
+// What the previous rank says first: [u32 length][job token] when the job has one (send_token), then
+// its identity: [u32 rank][u32 pid][u64 host_hash()]. All little-endian, as the token's length.
+constexpr size_t kIdentityBytes = 16;
 struct Identity {
-  uint32_t rank;
-  uint32_t pid;
-  uint64_t host;  // host_hash()
+  uint32_t rank = 0, pid = 0;
+  uint64_t host = 0;
 };
-size_t introduction_bytes(const std::string& token) {
-  return (token.empty() ? 0 : 4 + token.size()) + sizeof(Identity);
+
+uint64_t little_endian(const char* bytes, size_t n) {
+  uint64_t value = 0;
+  for (size_t i = 0; i < n; ++i) value |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  return value;
 }
 
-// Reads what `n` sent without blocking; false when it broke the protocol or hung up (close it).
+std::string encode_identity(const Identity& id) {
+  std::string out(kIdentityBytes, '\0');
+  const uint64_t fields[] = {id.rank, id.pid, id.host};
+  const size_t widths[] = {4, 4, 8};
+  for (size_t f = 0, at = 0; f < 3; at += widths[f], ++f)
+    for (size_t i = 0; i < widths[f]; ++i) out[at + i] = static_cast<char>(fields[f] >> (8 * i));
+  return out;
+}
+
+Identity decode_identity(const char* bytes) {
+  return {static_cast<uint32_t>(little_endian(bytes, 4)), static_cast<uint32_t>(little_endian(bytes + 4, 4)),
+          little_endian(bytes + 8, 8)};
+}
+
+size_t introduction_bytes(const std::string& token) { return (token.empty() ? 0 : 4 + token.size()) + kIdentityBytes; }
+
+// Reads what `n` sent without blocking, never past its introduction; false when it broke the
+// protocol or hung up (close it).
 bool read_introduction(Newcomer& n, const std::string& token, size_t length) {
-  char buffer[kMaxTokenBytes + 8];
+  const size_t had = n.said.size();
+  n.said.resize(length);
   try {
-    n.said.append(buffer, n.socket.recv_some(buffer, length - n.said.size(), "ring: reading an introduction"));
+    n.said.resize(had + n.socket.recv_some(&n.said[had], length - had, "ring: reading an introduction"));
   } catch (const Error&) {
     return false;  // closed or reset
   }
-  // A token of another length is refused as soon as its length is in, before reading on (the
-  // length goes first, little-endian: send_token).
-  if (!token.empty() && n.said.size() >= 4) {
-    uint32_t said = 0;
-    for (size_t i = 0; i < 4; ++i) said |= static_cast<uint32_t>(static_cast<uint8_t>(n.said[i])) << (8 * i);
-    if (said != token.size()) return false;
-  }
-  return true;
+  // A token of another length is refused as soon as its length is in, before reading on.
+  return token.empty() || n.said.size() < 4 || little_endian(n.said.data(), 4) == token.size();
 }
 
 }  // namespace
@@ -119,8 +136,10 @@ void TcpRecv::accept(Deadline deadline) {
   // closed. The newcomers are read side by side, each with a few seconds to introduce itself: stray
   // clients that connect and say nothing (a port scanner, a stuck process, a flood of them) then
   // cost the real peer nothing, however many there are, instead of a few seconds each one after
-  // the other. At most kMaxNewcomers are held; the longest-waiting one makes room for the next.
-  constexpr size_t kMaxNewcomers = 64;
+  // the other. At most kMaxNewcomers are held (make_room says which one goes), and at most
+  // kAcceptsPerRound taken at a time, so that those held are heard -- and the deadline looked at --
+  // between batches of a flood.
+  constexpr size_t kMaxNewcomers = 64, kAcceptsPerRound = 16;
   const size_t length = introduction_bytes(token_);
   std::vector<Newcomer> newcomers;
   int refused = 0;
@@ -135,8 +154,7 @@ void TcpRecv::accept(Deadline deadline) {
   auto hear = [&](Newcomer& n) {
     if (!read_introduction(n, token_, length)) return refuse(n);
     if (n.said.size() < length) return;
-    Identity who{};
-    std::memcpy(&who, n.said.data() + length - sizeof(Identity), sizeof(Identity));
+    const Identity who = decode_identity(n.said.data() + length - kIdentityBytes);
     const bool ours = (token_.empty() || tokens_equal(n.said.substr(4, token_.size()), token_)) &&
                       who.rank == static_cast<uint32_t>(prev_);
     if (!ours) return refuse(n);
@@ -144,6 +162,15 @@ void TcpRecv::accept(Deadline deadline) {
     prev_name_ = peer_name(prev_, peer.substr(0, peer.rfind(':')));  // "address:port", an ephemeral port
     if (who.host == host_hash()) prev_pid_ = static_cast<pid_t>(who.pid);
     from_prev_ = std::move(n.socket);
+  };
+  // Full: the oldest newcomer that has said nothing goes (it had the most time to speak), else the
+  // oldest. One that has started its introduction -- the real peer, whose bytes follow its
+  // connection at once -- goes only when all 64 have.
+  auto make_room = [&](std::vector<Newcomer>& held) {
+    auto silent = std::find_if(held.begin(), held.end(), [](const Newcomer& n) { return n.said.empty(); });
+    auto out = silent != held.end() ? silent : held.begin();
+    refuse(*out);
+    held.erase(out);
   };
   const std::string what = "ring: waiting for rank " + std::to_string(prev_) + " to connect";
   const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -158,7 +185,11 @@ void TcpRecv::accept(Deadline deadline) {
   while (!from_prev_.valid()) {
     const auto now = Clock::now();
     for (Newcomer& n : newcomers)
-      if (now >= n.until) refuse(n);
+      if (now >= n.until && !from_prev_.valid()) {
+        hear(n);  // what it sent meanwhile (this rank may have been stopped): the peer is never refused unheard
+        if (n.socket.valid() && !from_prev_.valid()) refuse(n);
+      }
+    if (from_prev_.valid()) break;
     newcomers.erase(
         std::remove_if(newcomers.begin(), newcomers.end(), [](const Newcomer& n) { return !n.socket.valid(); }),
         newcomers.end());
@@ -181,12 +212,11 @@ void TcpRecv::accept(Deadline deadline) {
     // Everything waiting in the backlog, each heard at once: the real peer sent its introduction
     // right after connecting, so it is usually complete already -- and taken before a burst of
     // strangers behind it could push it out.
-    for (Socket s = listener_->try_accept(); s.valid() && !from_prev_.valid(); s = listener_->try_accept()) {
+    for (size_t taken = 0; taken < kAcceptsPerRound && !from_prev_.valid(); ++taken) {
+      Socket s = listener_->try_accept();
+      if (!s.valid()) break;
       s.set_nonblocking(true);
-      if (newcomers.size() == kMaxNewcomers) {
-        refuse(newcomers.front());
-        newcomers.erase(newcomers.begin());
-      }
+      if (newcomers.size() == kMaxNewcomers) make_room(newcomers);
       newcomers.push_back({std::move(s), Clock::now() + kIntroductionLimit, {}});
       hear(newcomers.back());
     }
@@ -290,8 +320,8 @@ TcpSend::TcpSend(Store& store, const std::string& keys, int rank, int next, Dead
   if (next_host == host_hash()) next_pid_ = static_cast<pid_t>(pid);
   to_next_ = connect_to(host, port, deadline, "ring: connecting to " + next_name_);
   send_token(to_next_, job_token(), deadline);
-  const Identity me{static_cast<uint32_t>(rank), static_cast<uint32_t>(::getpid()), host_hash()};
-  to_next_.send_all(&me, sizeof(me), deadline, "ring: introducing rank " + std::to_string(rank));
+  const std::string me = encode_identity({static_cast<uint32_t>(rank), static_cast<uint32_t>(::getpid()), host_hash()});
+  to_next_.send_all(me.data(), me.size(), deadline, "ring: introducing rank " + std::to_string(rank));
   to_next_.set_nodelay();
   to_next_.set_buffer_sizes(kSocketBufferBytes);
   to_next_.set_nonblocking(true);

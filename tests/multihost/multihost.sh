@@ -34,7 +34,7 @@ timeout_s=8  # each rank's deadline in the fault scenarios (ringrun --timeout)
 
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
-shm_before="$(ls /dev/shm | grep '^ringgrad-' | sort || true)"
+shm_before="$(ls /dev/shm | grep -E '^ringgrad-[0-9a-f]+-[0-9]+$' | sort || true)"
 RINGGRAD_JOB_TOKEN="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 export RINGGRAD_JOB_TOKEN
 
@@ -99,7 +99,7 @@ check_nothing_left() {
   local new
   deadline=$((SECONDS + 5))
   while :; do
-    new="$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^ringgrad-' | sort || true))"
+    new="$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep -E '^ringgrad-[0-9a-f]+-[0-9]+$' | sort || true))"
     [[ -z "$new" ]] && break
     ((SECONDS < deadline)) || fail "shared memory left behind: $new"
     sleep 0.1

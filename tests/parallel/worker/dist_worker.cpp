@@ -277,9 +277,25 @@ std::shared_ptr<parallel::ProcessGroup> ring_by_hand(const std::string& scenario
     std::printf("rank %d: %d silent client%s connected to rank 0's ring listener at %s\n", rank, count,
                 count == 1 ? "" : "s", listener.c_str());
     std::fflush(stdout);
-    holder = std::thread([sockets] { std::this_thread::sleep_for(std::chrono::seconds(30)); });
+    // INTRUDERS_AFTER: as many more keep connecting while this rank connects (a flood that goes on
+    // around the real peer), until the listener is gone.
+    const int after = std::getenv("INTRUDERS_AFTER") ? std::atoi(std::getenv("INTRUDERS_AFTER")) : 0;
+    holder = std::thread([sockets, listener, colon, after] {
+      try {
+        for (int i = 0; i < after; ++i)
+          sockets->push_back(parallel::connect_to(listener.substr(0, colon), std::stoi(listener.substr(colon + 1)),
+                                                  parallel::deadline_in(std::chrono::milliseconds(200)), "intruder"));
+      } catch (const std::exception&) {
+        // the listener closed: the ring is connected
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+    });
   } else {
+    // Rank 0 has created its channel once it published it; then it waits for this rank's.
     options.transport() = "shm";
+    store->wait({"ring/shm/0/channel"});
+    std::printf("rank %d: rank 0's channel is published\n", rank);
+    std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(std::getenv("SLOW_MS"))));
   }
   options.timeout() = options.setup_timeout() = std::chrono::milliseconds(timeout_ms);
@@ -327,7 +343,7 @@ int main(int argc, char** argv) {
     if (std::getenv("TIMEOUT_MS")) options.timeout(std::chrono::milliseconds(timeout_ms));
     // die_in_setup: the victim is killed (SIGALRM's default action) while it waits in the ring's setup
     // for a rank that is slow to get there -- after it created its shared-memory channel.
-    if (scenario == "die_in_setup" && rank == victim) ::alarm(2);
+    if (scenario == "die_in_setup" && rank == victim) ::alarm(3);
     const bool by_hand = (scenario == "intruder" && rank == victim) || (scenario == "die_in_setup" && rank != victim);
     auto pg = by_hand ? ring_by_hand(scenario, rank, std::atoi(std::getenv("WORLD_SIZE")), timeout_ms, intruder)
                       : parallel::init_process_group(backend, options);
