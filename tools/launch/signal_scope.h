@@ -20,11 +20,12 @@ namespace ringgrad::launch {
 // reaches the launcher alone, as do SIGTTIN and SIGTTOU (the launcher read or wrote the terminal
 // from the background; ringrun's ranks never do, their stdin is /dev/null and their output goes
 // through the launcher -- without prefix_output, as the benchmarks start them, a rank writing to a
-// terminal set to `stty tostop` from the background stops itself, unseen). For each of the three the ranks get SIGTSTP -- to a rank, all three mean "the job
-// is being stopped", and SIGTSTP is the one programs catch to stop cleanly -- then the launcher
-// stops itself with the signal it got, so that the shell sees the job stopped. SIGCONT (fg, bg,
-// `kill -CONT`) continues every rank, whoever stopped it. SIGSTOP cannot be caught: `kill -STOP`
-// of the launcher stops it alone, and its ranks run on until they fill their pipes.
+// terminal set to `stty tostop` from the background stops itself, unseen). For each of the three
+// the ranks get SIGTSTP -- to a rank, all three mean "the job is being stopped", and SIGTSTP is the
+// one programs catch to stop cleanly -- then the launcher stops itself with the signal it got, so
+// that the shell sees the job stopped. SIGCONT (fg, bg, `kill -CONT`) continues every rank,
+// whoever stopped it. SIGSTOP cannot be caught: `kill -STOP` of the launcher stops it alone, and
+// its ranks run on until they fill their pipes.
 enum class OnSignal { Stop, StopWithSigterm, Forward, Suspend, Resume };
 
 struct HandledSignal {
