@@ -84,6 +84,8 @@ std::string stopped_note(const std::string& peer, pid_t pid) {
   return detail::str("; ", peer, " (pid ", pid, ") is stopped (SIGSTOP, Ctrl-Z or a debugger)");
 }
 
+void collective_started(Deadline deadline, Clock::time_point started) { t_stopped = {deadline, {}, started}; }
+
 std::string describe_tag(uint64_t tag) { return detail::str("collective #", tag >> 20, " step ", tag & 0xfffff); }
 
 RingLink::RingLink(std::unique_ptr<SendHalf> send, std::unique_ptr<RecvHalf> recv)

@@ -134,6 +134,11 @@ bool process_alive(pid_t pid);
 // "" (pid <= 0 included), to end a timeout's message with.
 std::string stopped_note(const std::string& peer, pid_t pid);
 
+// Marks the start of a collective on the calling thread, the one that runs its exchanges: from then
+// on, time this process spends stopped is not counted against `deadline` -- before its first
+// exchange() too, which alone would miss a stop between the start and its first wait (link.cpp).
+void collective_started(Deadline deadline, Clock::time_point started);
+
 // "collective #12 step 3": the tag written for humans.
 std::string describe_tag(uint64_t tag);
 inline uint64_t make_tag(uint64_t collective, uint32_t step) { return (collective << 20) | step; }

@@ -244,6 +244,7 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
   args_.reducible("all_reduce", tensor, "the tensor");
   auto ready = ready_point(tensor);
   const auto job = [this, tensor, op, ready](const CollectiveRun& run) {
+    collective_started(run.deadline, run.deadline - run.timeout);
     const uint64_t c = run.number;
     const Deadline d = run.deadline;
     const HostView view(tensor, ready);
@@ -264,6 +265,7 @@ std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root
   args_.root("broadcast", root);
   auto ready = ready_point(tensor);
   const auto job = [this, tensor, root, ready](const CollectiveRun& run) {
+    collective_started(run.deadline, run.deadline - run.timeout);
     const HostView view(tensor, ready, rank_ == root);
     ring_broadcast({link_.get(), position_, size_, run.number, run.deadline}, view.data(),
                    tensor.numel() * tensor.element_size(), position_of_[static_cast<size_t>(root)]);
@@ -277,6 +279,7 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
   args_.one_per_rank("all_gather", outputs, "output", input, "the input");
   auto ready = ready_point(input);  // outputs and input share the device (one_per_rank)
   const auto job = [this, outputs, input, ready](const CollectiveRun& run) {
+    collective_started(run.deadline, run.deadline - run.timeout);
     std::vector<HostView> views;
     views.reserve(outputs.size());
     for (const Tensor& t : outputs) views.emplace_back(t, ready, /*read=*/false);  // the ring writes all of them
@@ -300,6 +303,7 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
   args_.one_per_rank("reduce_scatter", inputs, "input", output, "the output");
   auto ready = ready_point(output);  // inputs and output share the device (one_per_rank)
   const auto job = [this, output, inputs, op, ready](const CollectiveRun& run) {
+    collective_started(run.deadline, run.deadline - run.timeout);
     // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
     const int64_t count = output.numel(), bytes = count * output.element_size();
     std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
@@ -322,6 +326,7 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {
   return queue_->enqueue("barrier()", [this](const CollectiveRun& run) {
+    collective_started(run.deadline, run.deadline - run.timeout);
     // An all-gather of one byte per rank: nobody finishes before every rank's byte went around.
     if (size_ == 1) return;
     std::vector<uint8_t> marks(static_cast<size_t>(size_), 0);
