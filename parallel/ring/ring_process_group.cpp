@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include <ringgrad/core/autograd/grad_mode.h>
 #include <ringgrad/core/cuda.h>
@@ -240,11 +241,20 @@ void RingProcessGroup::abort_links(const std::string& reason) {
     if (link != nullptr) link->abort(reason);
 }
 
+// Every collective goes through here: it tells the links' stop accounting when it starts
+// (collective_started, link.h), on the thread that runs it.
+std::shared_ptr<Work> RingProcessGroup::enqueue(std::string description,
+                                                std::function<void(const CollectiveRun&)> job) {
+  return queue_->enqueue(std::move(description), [job = std::move(job)](const CollectiveRun& run) {
+    collective_started(run.deadline, run.deadline - run.timeout);
+    job(run);
+  });
+}
+
 std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   args_.reducible("all_reduce", tensor, "the tensor");
   auto ready = ready_point(tensor);
   const auto job = [this, tensor, op, ready](const CollectiveRun& run) {
-    collective_started(run.deadline, run.deadline - run.timeout);
     const uint64_t c = run.number;
     const Deadline d = run.deadline;
     const HostView view(tensor, ready);
@@ -257,7 +267,7 @@ std::shared_ptr<Work> RingProcessGroup::all_reduce(const Tensor& tensor, ReduceO
     }
     view.write_back();
   };
-  return queue_->enqueue(describe_collective("all_reduce", tensor, reduce_op_name(op)), job);
+  return enqueue(describe_collective("all_reduce", tensor, reduce_op_name(op)), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -265,13 +275,12 @@ std::shared_ptr<Work> RingProcessGroup::broadcast(const Tensor& tensor, int root
   args_.root("broadcast", root);
   auto ready = ready_point(tensor);
   const auto job = [this, tensor, root, ready](const CollectiveRun& run) {
-    collective_started(run.deadline, run.deadline - run.timeout);
     const HostView view(tensor, ready, rank_ == root);
     ring_broadcast({link_.get(), position_, size_, run.number, run.deadline}, view.data(),
                    tensor.numel() * tensor.element_size(), position_of_[static_cast<size_t>(root)]);
     if (rank_ != root) view.write_back();
   };
-  return queue_->enqueue(describe_collective("broadcast", tensor, detail::str("root ", root)), job);
+  return enqueue(describe_collective("broadcast", tensor, detail::str("root ", root)), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
@@ -279,7 +288,6 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
   args_.one_per_rank("all_gather", outputs, "output", input, "the input");
   auto ready = ready_point(input);  // outputs and input share the device (one_per_rank)
   const auto job = [this, outputs, input, ready](const CollectiveRun& run) {
-    collective_started(run.deadline, run.deadline - run.timeout);
     std::vector<HostView> views;
     views.reserve(outputs.size());
     for (const Tensor& t : outputs) views.emplace_back(t, ready, /*read=*/false);  // the ring writes all of them
@@ -294,7 +302,7 @@ std::shared_ptr<Work> RingProcessGroup::all_gather(const std::vector<Tensor>& ou
       ring_all_gather({link_.get(), position_, size_, run.number, run.deadline}, chunks, input.element_size());
     for (const HostView& v : views) v.write_back();
   };
-  return queue_->enqueue(describe_collective("all_gather", input), job);
+  return enqueue(describe_collective("all_gather", input), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -303,7 +311,6 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
   args_.one_per_rank("reduce_scatter", inputs, "input", output, "the output");
   auto ready = ready_point(output);  // inputs and output share the device (one_per_rank)
   const auto job = [this, output, inputs, op, ready](const CollectiveRun& run) {
-    collective_started(run.deadline, run.deadline - run.timeout);
     // The inputs are not modified: the reduction runs in a scratch copy laid out chunk after chunk.
     const int64_t count = output.numel(), bytes = count * output.element_size();
     std::vector<uint8_t> scratch(static_cast<size_t>(bytes * size_));
@@ -321,12 +328,11 @@ std::shared_ptr<Work> RingProcessGroup::reduce_scatter(const Tensor& output, con
     copy_bytes(out.data(), own, bytes);
     out.write_back();
   };
-  return queue_->enqueue(describe_collective("reduce_scatter", output, reduce_op_name(op)), job);
+  return enqueue(describe_collective("reduce_scatter", output, reduce_op_name(op)), job);
 }
 
 std::shared_ptr<Work> RingProcessGroup::barrier() {
-  return queue_->enqueue("barrier()", [this](const CollectiveRun& run) {
-    collective_started(run.deadline, run.deadline - run.timeout);
+  return enqueue("barrier()", [this](const CollectiveRun& run) {
     // An all-gather of one byte per rank: nobody finishes before every rank's byte went around.
     if (size_ == 1) return;
     std::vector<uint8_t> marks(static_cast<size_t>(size_), 0);

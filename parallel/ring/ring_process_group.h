@@ -10,6 +10,7 @@
 // host, one across the hosts -- and the other collectives keep the job's ring.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,8 @@ class RingProcessGroup final : public ProcessGroup {
   void wait_for_failure_reports();
 
   void abort_links(const std::string& reason);
+  // queue_->enqueue, with the start of each collective marked for the links (link.h).
+  std::shared_ptr<Work> enqueue(std::string description, std::function<void(const CollectiveRun&)> job);
 
   std::shared_ptr<Store> store_;
   std::unique_ptr<RingLink> link_;
