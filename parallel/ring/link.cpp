@@ -208,8 +208,8 @@ void RingLink::exchange(uint64_t send_tag, const void* send, size_t send_bytes, 
     const auto now = look();
     if (now - last_check < kCheckInterval && now < deadline) continue;
     last_check = now;
-    send_->check(deadline, sending);
-    recv_->check(deadline, receiving);
+    send_->check(now >= deadline, sending);
+    recv_->check(now >= deadline, receiving);
   }
 }
 

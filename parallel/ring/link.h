@@ -50,8 +50,10 @@ class SendHalf {
   virtual bool done() const = 0;                                         // the message is all out
   virtual int poll_fd() const { return -1; }  // a socket that polls POLLOUT when it can move; -1: none
   // Called while waiting: throws when the next rank aborted, or -- if `busy` (a message is under
-  // way) -- died or let the deadline pass.
-  virtual void check(Deadline deadline, bool busy) = 0;
+  // way) -- died, or when `timed_out`: the caller's last look at the clock found the deadline past.
+  // (The caller looks, not the half: a look taken here could count time this process was stopped
+  // since the caller's, which exchange() leaves out of the deadline.)
+  virtual void check(bool timed_out, bool busy) = 0;
   // A half with no socket (poll_fd() -1: shared memory): sleeps until the other side may have made
   // room -- it wakes this side -- or `timeout` passed. It may return early; the caller tries again.
   virtual void wait_ready(std::chrono::microseconds timeout) { (void)timeout; }
@@ -69,7 +71,7 @@ class RecvHalf {
   virtual bool progress() = 0;
   virtual bool done() const = 0;
   virtual int poll_fd() const { return -1; }  // polls POLLIN
-  virtual void check(Deadline deadline, bool busy) = 0;
+  virtual void check(bool timed_out, bool busy) = 0;
   // As SendHalf's: sleeps until the other side may have sent something, or `timeout` passed.
   virtual void wait_ready(std::chrono::microseconds timeout) { (void)timeout; }
   virtual void abort(const std::string& reason) = 0;

@@ -170,9 +170,9 @@ void check_not_aborted(const ShmChannel* channel, uint64_t tag) {
 
 // While a message is under way, the neighbour it waits for must be alive, and the deadline not past.
 // (A neighbour with nothing to do may have exited, normally: it finished its part of the last one.)
-void check_peer(const std::string& peer, pid_t peer_pid, Deadline deadline, uint64_t tag, bool receiving) {
+void check_peer(const std::string& peer, pid_t peer_pid, bool timed_out, uint64_t tag, bool receiving) {
   RINGGRAD_CHECK(process_alive(peer_pid), "ring: ", peer, " (pid ", peer_pid, ") died during ", describe_tag(tag));
-  RINGGRAD_CHECK(Clock::now() < deadline, "ring: timed out at ", describe_tag(tag), " waiting for ", peer,
+  RINGGRAD_CHECK(!timed_out, "ring: timed out at ", describe_tag(tag), " waiting for ", peer,
                  receiving ? " to send" : " to take data", stopped_note(peer, peer_pid));
 }
 
@@ -260,9 +260,9 @@ void ShmRecv::wait_ready(std::chrono::microseconds timeout) {
   sleep_while(channel_->head, channel_->tail.load(std::memory_order_relaxed), channel_->reader_sleeping, timeout);
 }
 
-void ShmRecv::check(Deadline deadline, bool busy) {
+void ShmRecv::check(bool timed_out, bool busy) {
   check_not_aborted(channel_, tag_);
-  if (busy) check_peer(prev_name_, prev_pid_, deadline, tag_, /*receiving=*/true);
+  if (busy) check_peer(prev_name_, prev_pid_, timed_out, tag_, /*receiving=*/true);
 }
 
 void ShmRecv::abort(const std::string& reason) { set_abort(channel_, rank_, reason); }
@@ -345,9 +345,9 @@ void ShmSend::wait_ready(std::chrono::microseconds timeout) {
   sleep_while(channel_->tail, full_at, channel_->writer_sleeping, timeout);
 }
 
-void ShmSend::check(Deadline deadline, bool busy) {
+void ShmSend::check(bool timed_out, bool busy) {
   check_not_aborted(channel_, tag_);
-  if (busy) check_peer(next_name_, next_pid_, deadline, tag_, /*receiving=*/false);
+  if (busy) check_peer(next_name_, next_pid_, timed_out, tag_, /*receiving=*/false);
 }
 
 void ShmSend::abort(const std::string& reason) { set_abort(channel_, rank_, reason); }

@@ -44,7 +44,7 @@ class ShmRecv final : public RecvHalf {
   void begin(uint64_t tag, void* into, size_t bytes, const OnReceived* on_received) override;
   bool progress() override;
   bool done() const override { return received_ == bytes_; }
-  void check(Deadline deadline, bool busy) override;
+  void check(bool timed_out, bool busy) override;
   void wait_ready(std::chrono::microseconds timeout) override;  // on the channel's head (futex.h)
   void abort(const std::string& reason) override;
   void accept(Deadline deadline) override;  // waits until prev mapped the channel, then closes its fd
@@ -75,7 +75,7 @@ class ShmSend final : public SendHalf {
   void begin(uint64_t tag, const void* data, size_t bytes) override;
   bool progress() override;
   bool done() const override { return sent_ == bytes_; }
-  void check(Deadline deadline, bool busy) override;
+  void check(bool timed_out, bool busy) override;
   void wait_ready(std::chrono::microseconds timeout) override;  // on the channel's tail (futex.h)
   void abort(const std::string& reason) override;
 

@@ -284,8 +284,8 @@ bool TcpRecv::progress() {
   return got > 0;
 }
 
-void TcpRecv::check(Deadline deadline, bool busy) {
-  if (!busy || Clock::now() < deadline) return;
+void TcpRecv::check(bool timed_out, bool busy) {
+  if (!busy || !timed_out) return;
   throw Error(detail::str("ring: timed out at ", describe_tag(tag_), " waiting for data from ", prev_name_, " (",
                           received_, "/", total_, " bytes in)", stopped_note(prev_name_, prev_pid_)));
 }
@@ -347,8 +347,8 @@ bool TcpSend::progress() {
   return moved > 0;
 }
 
-void TcpSend::check(Deadline deadline, bool busy) {
-  if (!busy || Clock::now() < deadline) return;
+void TcpSend::check(bool timed_out, bool busy) {
+  if (!busy || !timed_out) return;
   throw Error(detail::str("ring: timed out at ", describe_tag(header_.tag), " waiting for ", next_name_,
                           " to take data (", sent_, "/", total_, " bytes out)", stopped_note(next_name_, next_pid_)));
 }

@@ -38,7 +38,7 @@ class TcpRecv final : public RecvHalf {
   bool progress() override;
   bool done() const override { return received_ == total_; }
   int poll_fd() const override { return from_prev_.fd(); }
-  void check(Deadline deadline, bool busy) override;
+  void check(bool timed_out, bool busy) override;
   void abort(const std::string& reason) override;
   void accept(Deadline deadline) override;  // until the previous rank connects with the job's token
 
@@ -68,7 +68,7 @@ class TcpSend final : public SendHalf {
   bool progress() override;
   bool done() const override { return sent_ == total_; }
   int poll_fd() const override { return to_next_.fd(); }
-  void check(Deadline deadline, bool busy) override;
+  void check(bool timed_out, bool busy) override;
   void abort(const std::string& reason) override;
 
  private:
